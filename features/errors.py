@@ -1,0 +1,46 @@
+"""The domain exception raised for bad user input."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SpecError(ValueError):
+    """A job, fleet row, scenario or catalogue name that cannot be used.
+
+    The message names the field path, the bad value and what is allowed, so
+    the CLI can print it as one line and exit with code 2.
+    """
+
+    def __init__(self, field: str, value: object, allowed: str):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}: {value!r} is not valid; {allowed}")
+
+
+class UnknownNameError(SpecError):
+    """A catalogue name (GPU, link, workload, scenario) that resolves to nothing."""
+
+    def __init__(self, kind: str, field: str, value: object, known: Iterable[str]):
+        known = list(known)
+        close = nearest_names(str(value), known)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:12])}"
+        self.field = field
+        self.value = value
+        self.allowed = hint
+        ValueError.__init__(self, f"unknown {kind} {value!r} at {field}; {hint}")
+
+
+def nearest_names(value: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` known names closest to ``value``, compared case-insensitively."""
+    by_lower: dict[str, str] = {}
+    for name in known:
+        by_lower.setdefault(name.lower(), name)
+    lowered = value.lower()
+    close = difflib.get_close_matches(lowered, list(by_lower), n=n, cutoff=0.5)
+    # A prefix ("v10", "h100") is a strong hint even where the ratio is low.
+    prefixed = [k for k in by_lower if k.startswith(lowered[: max(2, len(lowered) - 1)])]
+    ordered = list(dict.fromkeys(close + sorted(prefixed)))[:n]
+    return [by_lower[k] for k in ordered]
