@@ -6,6 +6,10 @@ import difflib
 from collections.abc import Iterable
 
 
+#: Stands for a value that was not given at all.
+MISSING = type("Missing", (), {"__repr__": lambda self: "missing"})()
+
+
 class SpecError(ValueError):
     """A job, fleet row, scenario or catalogue name that cannot be used.
 
@@ -17,7 +21,10 @@ class SpecError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}: {value!r} is not valid; {allowed}")
+        if value is MISSING:
+            super().__init__(f"{field} is missing; {allowed}")
+        else:
+            super().__init__(f"{field}: {value!r} is not valid; {allowed}")
 
 
 class UnknownNameError(SpecError):
@@ -44,3 +51,13 @@ def nearest_names(value: str, known: Iterable[str], n: int = 3) -> list[str]:
     prefixed = [k for k in by_lower if k.startswith(lowered[: max(2, len(lowered) - 1)])]
     ordered = list(dict.fromkeys(close + sorted(prefixed)))[:n]
     return [by_lower[k] for k in ordered]
+
+
+class RowError(SpecError):
+    """A row's recorded validation message, raised again for a single job."""
+
+    def __init__(self, message: str):
+        self.field = message.split(":", 1)[0].split(" ")[0]
+        self.value = None
+        self.allowed = ""
+        ValueError.__init__(self, message)

@@ -16,6 +16,11 @@ FLOPS_PER_TFLOP = 1e12
 #: Bytes per element of a tensor stored at each training precision.
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
+#: Bytes per gradient element exchanged at each training precision: gradients
+#: are communicated at the training precision, except that FP8 training keeps
+#: its gradients in BF16 (as NVIDIA Transformer Engine does).
+GRADIENT_BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+
 
 def gbit_per_s_to_bytes_per_s(gbit_per_s: float) -> float:
     """Link rate in Gbit/s (network datasheets) to bytes per second."""

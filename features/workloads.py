@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from features.catalog_base import CATALOG_DIR, PROVENANCE_KINDS, NameIndex, read_json
-from features.units import BYTES_PER_ELEMENT
+from features.units import GRADIENT_BYTES_PER_ELEMENT
 
 WORKLOADS_PATH = CATALOG_DIR / "workloads.json"
 
@@ -73,7 +73,7 @@ class WorkloadSpec:
 
     def gradient_bytes(self, precision: str) -> float:
         """Bytes of dense gradient exchanged per step, communicated at ``precision``."""
-        return self.dense_param_count * BYTES_PER_ELEMENT[precision]
+        return self.dense_param_count * GRADIENT_BYTES_PER_ELEMENT[precision]
 
 
 def _build(entry: dict) -> WorkloadSpec:

@@ -1,0 +1,227 @@
+"""Flat job tables: type checks and defaults, one column at a time.
+
+A fleet of a million jobs cannot go through a per-row validator, so the rules
+of the job spec (:mod:`features.jobspec`) are read off its pydantic models once
+and applied to whole columns with numpy. A single job takes the same path as a
+one-row table, so a job file and a fleet row are judged by the same rules.
+
+A row that breaks a rule keeps its place: its first problem is recorded in
+``errors`` (one message per row, ``None`` where the row is fine) and its values
+are left as they are; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import annotated_types
+import numpy as np
+
+from features.errors import MISSING, SpecError
+from features.jobspec import FLAT_FIELDS, Cluster, Job, Measured, Parallelism, Workload, field_path
+
+_SECTION_MODELS = {None: Job, "workload": Workload, "parallelism": Parallelism, "cluster": Cluster, "measured": Measured}
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """What one flat column may hold, read off the job spec's pydantic field."""
+
+    leaf: str
+    path: str
+    kind: str  # "str", "int" or "float"
+    allowed: tuple[str, ...] | None
+    lower: float | None
+    lower_inclusive: bool
+    upper: float | None
+    required: bool
+    default: Any
+
+
+def _rule(leaf: str) -> FieldRule:
+    section, name = FLAT_FIELDS[leaf]
+    info = _SECTION_MODELS[section].model_fields[name]
+    annotation = info.annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        annotation = args[0]
+    metadata = list(info.metadata)
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation, *extras = typing.get_args(annotation)
+        for extra in extras:
+            metadata += getattr(extra, "metadata", [extra])
+    allowed = None
+    if typing.get_origin(annotation) is typing.Annotated:  # a Literal with a case-folding validator
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        allowed, kind = tuple(typing.get_args(annotation)), "str"
+    else:
+        kind = {str: "str", int: "int", float: "float"}[annotation]
+    lower = upper = None
+    inclusive = True
+    for meta in metadata:
+        if isinstance(meta, annotated_types.Ge):
+            lower, inclusive = float(meta.ge), True
+        elif isinstance(meta, annotated_types.Gt):
+            lower, inclusive = float(meta.gt), False
+        elif isinstance(meta, annotated_types.Le):
+            upper = float(meta.le)
+    # A section that is required makes its required fields required in a table,
+    # except the measured time, which a fleet row may leave empty.
+    required = info.is_required() and section != "measured"
+    return FieldRule(leaf, field_path(leaf), kind, allowed, lower, inclusive, upper, required, None if info.is_required() else info.default)
+
+
+RULES: dict[str, FieldRule] = {leaf: _rule(leaf) for leaf in FLAT_FIELDS}
+
+
+@dataclass
+class JobTable:
+    """Validated flat columns (numpy arrays, one entry per job) and one error slot per row.
+
+    String columns are object arrays holding ``str`` or ``None``; numeric
+    columns are float arrays with NaN where a value was not given and the
+    field has no default of its own (it is filled in from the catalogues).
+    """
+
+    columns: dict[str, np.ndarray]
+    errors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.errors)
+
+    @property
+    def ok(self) -> np.ndarray:
+        return np.fromiter((e is None for e in self.errors), bool, len(self.errors))
+
+    def fail(self, mask: np.ndarray, message: Any) -> None:
+        """Record ``message`` (a string, or a callable of the row index) on rows of ``mask`` still without an error."""
+        rows = np.flatnonzero(mask & self.ok)
+        for row in rows:
+            self.errors[row] = message(row) if callable(message) else message
+
+
+def is_missing(values: np.ndarray) -> np.ndarray:
+    """True where a value was not given: None, NaN or an empty string."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind in "iub":
+        return np.zeros(len(values), bool)
+    return np.fromiter(
+        (v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip()) for v in values),
+        bool,
+        len(values),
+    )
+
+
+def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Numeric view of a column and a mask of entries that are not numbers at all."""
+    if values.dtype.kind in "fiub":
+        return values.astype(float), np.zeros(len(values), bool)
+    try:
+        return values.astype(float), np.zeros(len(values), bool)
+    except (TypeError, ValueError):
+        out = np.full(len(values), np.nan)
+        bad = np.zeros(len(values), bool)
+        for i, v in enumerate(values):
+            try:
+                out[i] = float(v)
+            except (TypeError, ValueError):
+                bad[i] = True
+        return out, bad
+
+
+def _as_str(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values), object)
+    for i, v in enumerate(values):
+        out[i] = None if missing[i] else str(v).strip()
+    return out
+
+
+def _bound_text(rule: FieldRule) -> str:
+    what = "a whole number" if rule.kind == "int" else "a finite number"
+    if rule.lower is not None and rule.upper is not None:
+        return f"allowed: {what} from {rule.lower:g} to {rule.upper:.0f}"
+    if rule.lower is not None:
+        return f"allowed: {what} {'>=' if rule.lower_inclusive else '>'} {rule.lower:g}"
+    return f"allowed: {what}"
+
+
+def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarray:
+    missing = is_missing(raw)
+    if rule.required:
+        table.fail(missing, str(SpecError(rule.path, MISSING, "this field is required")))
+    if rule.kind == "str":
+        values = _as_str(raw, missing)
+        if rule.allowed is not None:
+            lowered = np.array([v.lower() if v is not None else None for v in values], object)
+            bad = ~missing & ~np.isin(lowered, list(rule.allowed))
+            allowed = ", ".join(rule.allowed)
+            table.fail(bad, lambda i: str(SpecError(rule.path, values[i], f"allowed: {allowed}")))
+            values = np.where(bad, values, lowered)
+        if rule.default is not None:
+            values = np.where(missing, rule.default, values)
+        return values
+    numbers, not_numeric = _as_float(raw)
+    not_numeric &= ~missing
+    bad = not_numeric | (~missing & ~np.isfinite(numbers))
+    if rule.kind == "int":
+        with np.errstate(invalid="ignore"):
+            bad |= ~missing & np.isfinite(numbers) & (numbers != np.round(numbers))
+    if rule.lower is not None:
+        with np.errstate(invalid="ignore"):
+            below = numbers < rule.lower if rule.lower_inclusive else numbers <= rule.lower
+        bad |= ~missing & below
+    if rule.upper is not None:
+        with np.errstate(invalid="ignore"):
+            bad |= ~missing & (numbers > rule.upper)
+    table.fail(bad, lambda i: str(SpecError(rule.path, raw[i], _bound_text(rule))))
+    numbers = np.where(bad, np.nan, numbers)
+    if rule.default is not None:
+        numbers = np.where(missing, float(rule.default), numbers)
+    return numbers
+
+
+def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None) -> JobTable:
+    """Check every known column against the job spec's rules and fill plain defaults.
+
+    Unknown columns are ignored here (a fleet may carry its own, which the
+    caller passes through); missing columns count as all-missing.
+    """
+    if n_rows is None:
+        n_rows = len(next(iter(raw.values()))) if raw else 0
+    table = JobTable({}, np.full(n_rows, None, object))
+    for leaf, rule in RULES.items():
+        column = raw.get(leaf)
+        values = np.full(n_rows, None, object) if column is None else np.asarray(column)
+        table.columns[leaf] = check_column(table, rule, values)
+    return table
+
+
+def table_from_rows(rows: Sequence[Mapping[str, Any]]) -> JobTable:
+    """Validate a few flat rows (dicts keyed by leaf name)."""
+    raw = {leaf: np.array([row.get(leaf) for row in rows], object) for leaf in FLAT_FIELDS}
+    return validate_columns(raw, len(rows))
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """Integer codes and the distinct values of an object column (``None`` kept as a value).
+
+    Catalogue look-ups run once per distinct name, not once per row; pandas'
+    hash-based factorize is used where pandas is already loaded (fleets),
+    numpy's sort-based one otherwise (a single job).
+    """
+    if "pandas" in sys.modules:
+        import pandas as pd
+
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        return codes, list(uniques)
+    keys = np.array(["\0" if v is None else v for v in values], object)
+    uniques, codes = np.unique(keys, return_inverse=True)
+    return codes, [None if u == "\0" else u for u in uniques]

@@ -1,0 +1,161 @@
+"""The public Python API: ``Predictor`` answers for one job or a whole table of jobs.
+
+>>> from predictor import Predictor
+>>> p = Predictor()
+>>> p.speedup("examples/jobs/resnet50-ps.json", ["allreduce-nvlink"]).speedup  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from features import scenarios
+from features.analytical import COMPONENTS, OVERLAP_STRATEGIES, BreakdownArrays
+from features.errors import RowError, SpecError
+from features.jobspec import Job, flatten, job_from_dict, load_job
+from features.resolve import ResolvedJobs, bottleneck_links, catalog_arrays, resolve
+from features.table import JobTable, table_from_rows
+from predictor.results import Breakdown, Prediction, SpeedupPrediction
+
+JobLike = Job | Mapping[str, Any] | str | Path
+
+
+def as_job(job: JobLike) -> Job:
+    """A validated job from a Job, a parsed JSON object or a path to a job file."""
+    if isinstance(job, Job):
+        return job
+    if isinstance(job, (str, Path)):
+        return load_job(job)
+    return job_from_dict(dict(job))
+
+
+@dataclass
+class TablePrediction:
+    """Predictions for every row of a job table (NaN and an error message on bad rows)."""
+
+    resolved: ResolvedJobs
+    breakdown: BreakdownArrays
+    step_time_s: np.ndarray
+    bottleneck: np.ndarray
+    bottleneck_link: np.ndarray
+    method: str
+    lower_s: np.ndarray | None = None
+    upper_s: np.ndarray | None = None
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.resolved.errors
+
+    @property
+    def global_batch_size(self) -> np.ndarray:
+        return self.resolved.batch_size_per_gpu * self.resolved.total_gpus
+
+
+class Predictor:
+    """Step-time and speedup predictions from the analytical breakdown.
+
+    ``overlap`` chooses how the components add up: ``"none"`` is the PAI
+    model (sum of io, compute, memory and communication), ``"overlapped"``
+    hides communication behind the backward pass (see :mod:`features.analytical`).
+    """
+
+    def __init__(self, *, overlap: str = "none"):
+        if overlap not in OVERLAP_STRATEGIES:
+            raise SpecError("overlap", overlap, f"allowed: {', '.join(OVERLAP_STRATEGIES)}")
+        self.overlap = overlap
+
+    # -- whole tables -------------------------------------------------------
+
+    def predict_table(self, table: JobTable) -> TablePrediction:
+        """Resolve and predict every row of a validated job table."""
+        resolved = resolve(table)
+        breakdown = resolved.breakdown()
+        code = breakdown.bottleneck_code()
+        names = np.array(COMPONENTS, object)[code]
+        names[~resolved.ok] = None
+        return TablePrediction(
+            resolved=resolved,
+            breakdown=breakdown,
+            step_time_s=breakdown.step_time_s(self.overlap),
+            bottleneck=names,
+            bottleneck_link=bottleneck_links(resolved, breakdown, catalog_arrays()),
+            method="analytical",
+        )
+
+    # -- one job ------------------------------------------------------------
+
+    def time(self, job: JobLike) -> Prediction:
+        """Predicted step time, throughput and breakdown of one job."""
+        job = as_job(job)
+        result = self.predict_table(table_from_rows([flatten(job)]))
+        return self._prediction(result, 0, job.name, _measured(job))
+
+    def breakdown(self, job: JobLike) -> Breakdown:
+        """The analytical breakdown of one job."""
+        return self.time(job).breakdown
+
+    def speedup(self, job: JobLike, to: Sequence[str]) -> SpeedupPrediction:
+        """Baseline against the job rewritten by the scenario steps ``to`` (applied in order)."""
+        job = as_job(job)
+        steps = scenarios.parse(to)
+        baseline_table = table_from_rows([flatten(job)])
+        target_table = scenarios.apply(baseline_table, steps)
+        baseline = self.predict_table(baseline_table)
+        baseline_prediction = self._prediction(baseline, 0, job.name, _measured(job))
+        target = self.predict_table(target_table)
+        target_prediction = self._prediction(target, 0, job.name, None)
+        return SpeedupPrediction(
+            baseline=baseline_prediction,
+            target=target_prediction,
+            scenario=tuple(step.text for step in steps),
+            speedup=baseline_prediction.step_time_s / target_prediction.step_time_s,
+            target_job={leaf: _plain(values[0]) for leaf, values in target_table.columns.items()},
+        )
+
+    def _prediction(self, result: TablePrediction, row: int, name: str, measured: float | None) -> Prediction:
+        if result.errors[row] is not None:
+            raise RowError(result.errors[row])
+        b = result.breakdown
+        breakdown = Breakdown(
+            io_s=float(b.io_s[row]),
+            compute_s=float(b.compute_s[row]),
+            memory_s=float(b.memory_s[row]),
+            comm_s=float(b.comm_s[row]),
+            comm_intra_node_s=float(b.comm.intra_node_s[row]),
+            comm_network_s=float(b.comm.network_s[row]),
+            additive_s=float(b.additive_s[row]),
+            overlapped_s=float(b.overlapped_s[row]),
+            bottleneck=str(result.bottleneck[row]),
+            bottleneck_link=result.bottleneck_link[row],
+        )
+        step_time_s = float(result.step_time_s[row])
+        global_batch = float(result.global_batch_size[row])
+        return Prediction(
+            name=name,
+            step_time_s=step_time_s,
+            throughput_samples_per_s=global_batch / step_time_s,
+            global_batch_size=global_batch,
+            breakdown=breakdown,
+            method=result.method,
+            overlap=self.overlap,
+            lower_s=None if result.lower_s is None else float(result.lower_s[row]),
+            upper_s=None if result.upper_s is None else float(result.upper_s[row]),
+            measured_step_time_s=measured,
+        )
+
+
+def _measured(job: Job) -> float | None:
+    return job.measured.step_time_s if job.measured is not None else None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and np.isnan(value):
+        return None
+    if isinstance(value, (np.floating, float)):
+        return int(value) if float(value).is_integer() else float(value)
+    return value
