@@ -1,0 +1,171 @@
+"""Human-readable tables for the CLI (rich), built from the typed results."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from features.analytical import COMPONENTS
+from predictor.results import Prediction, SpeedupPrediction
+
+# Wide enough for the catalogue tables when the output is piped to a file.
+_console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+_METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
+_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped"}
+
+
+def _seconds(value: float) -> str:
+    if value == 0:
+        return "0"
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.2e}"
+
+
+def _interval(prediction: Prediction) -> str:
+    if prediction.lower_s is None:
+        return ""
+    return f", {prediction.confidence_level:.0%} interval {_seconds(prediction.lower_s)}-{_seconds(prediction.upper_s)} s"
+
+
+def _bottleneck(prediction: Prediction) -> str:
+    b = prediction.breakdown
+    return f"{b.bottleneck} over {b.bottleneck_link}" if b.bottleneck_link else b.bottleneck
+
+
+def print_breakdown(prediction: Prediction) -> None:
+    b = prediction.breakdown
+    table = Table(title=f"{prediction.name}: step breakdown", title_justify="left")
+    table.add_column("component")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    for name in COMPONENTS:
+        table.add_row(name, _seconds(b.seconds[name]), f"{b.shares[name]:.1%}")
+    table.add_row("  intra-node", _seconds(b.comm_intra_node_s), "")
+    table.add_row("  network", _seconds(b.comm_network_s), "")
+    table.add_row("additive (PAI)", _seconds(b.additive_s), "", style="bold")
+    table.add_row("overlapped", _seconds(b.overlapped_s), "")
+    _console.print(table)
+    _console.print(f"bottleneck: {_bottleneck(prediction)}")
+
+
+def print_prediction(prediction: Prediction) -> None:
+    _console.print(
+        f"[bold]{prediction.name}[/bold]: {_seconds(prediction.step_time_s)} s per step, "
+        f"{prediction.throughput_samples_per_s:,.0f} samples/s{_interval(prediction)} "
+        f"({_METHOD_TEXT[prediction.method]}, {_OVERLAP_TEXT[prediction.overlap]})"
+    )
+    if prediction.measured_step_time_s is not None:
+        error = prediction.step_time_s / prediction.measured_step_time_s - 1
+        _console.print(f"measured: {_seconds(prediction.measured_step_time_s)} s ({error:+.0%} off)")
+    print_breakdown(prediction)
+    for warning in prediction.warnings:
+        _console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def print_speedup(result: SpeedupPrediction) -> None:
+    base, target = result.baseline, result.target
+    verdict = "faster" if result.speedup >= 1 else "slower"
+    factor = result.speedup if result.speedup >= 1 else 1 / result.speedup
+    line = f"[bold]{base.name}[/bold] -> {' + '.join(result.scenario)}: {factor:.2f}x {verdict}"
+    if result.speedup_lower is not None:
+        line += (
+            f" (speedup {result.speedup:.2f}, {result.confidence_level:.0%} interval "
+            f"{result.speedup_lower:.2f}-{result.speedup_upper:.2f}, P(faster) {result.p_speedup_gt_1:.0%})"
+        )
+    _console.print(line)
+    table = Table(title_justify="left")
+    table.add_column("")
+    table.add_column("baseline", justify="right")
+    table.add_column("target", justify="right")
+    table.add_row("step time (s)", _seconds(base.step_time_s), _seconds(target.step_time_s), style="bold")
+    table.add_row("samples/s", f"{base.throughput_samples_per_s:,.0f}", f"{target.throughput_samples_per_s:,.0f}")
+    for name in COMPONENTS:
+        table.add_row(f"{name} (s)", _seconds(base.breakdown.seconds[name]), _seconds(target.breakdown.seconds[name]))
+    table.add_row("bottleneck", _bottleneck(base), _bottleneck(target))
+    _console.print(table)
+    changed = {k: v for k, v in result.target_job.items() if v is not None}
+    _console.print(
+        "target: " + ", ".join(f"{k}={changed[k]}" for k in ("architecture", "workers", "gpus_per_worker", "gpu", "intra_node_link", "network", "precision") if k in changed)
+    )
+    for warning in dict.fromkeys(base.warnings + target.warnings):
+        _console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def devices_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from features.hardware import hardware_catalog
+
+    catalog = hardware_catalog()
+    devices = [
+        {
+            "name": d.name,
+            "family": d.family,
+            "fp32_tflops": d.peak_fp32_flops_per_s / 1e12,
+            "fp16_tflops": d.peak_flops_per_s("fp16") / 1e12,
+            "memory_bw_gb_per_s": d.memory_bw_bytes_per_s / 1e9,
+            "memory_gib": round(d.memory_bytes / 2**30, 1),
+            "intra_node_link": d.default_intra_node_link,
+            "host_link": d.host_link,
+            "provenance": d.provenance,
+            "source": d.source,
+        }
+        for d in catalog.devices
+    ]
+    links = [
+        {
+            "name": link.name,
+            "kind": link.kind,
+            "gb_per_s": link.bw_bytes_per_s / 1e9,
+            "latency_us": link.latency_s * 1e6,
+            "provenance": link.provenance,
+            "source": link.source,
+        }
+        for link in catalog.links
+    ]
+    return devices, links
+
+
+def workload_records() -> list[dict[str, Any]]:
+    from features.workloads import workload_catalog
+
+    return [
+        {
+            "name": w.name,
+            "domain": w.domain,
+            "gflops_per_sample": w.flops_per_sample / 1e9,
+            "params_m": w.param_count / 1e6,
+            "dense_params_m": w.dense_param_count / 1e6,
+            "memory_mb_per_sample": w.memory_bytes_per_sample_fp32 / 1e6,
+            "flops_per_byte": w.arithmetic_intensity_flops_per_byte,
+            "batch": w.default_batch_size_per_gpu,
+            "ai_matrix": w.ai_matrix,
+            "provenance": w.provenance.get("flops_per_sample"),
+        }
+        for w in workload_catalog().workloads
+    ]
+
+
+def print_records(title: str, records: list[dict[str, Any]]) -> None:
+    if not records:
+        return
+    table = Table(title=title, title_justify="left")
+    columns = [c for c in records[0] if c != "source"]
+    for column in columns:
+        table.add_column(column, justify="right" if isinstance(records[0][column], (int, float)) else "left")
+    for record in records:
+        table.add_row(*(_cell(record[c]) for c in columns))
+    _console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, float):
+        return f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
+    return "" if value is None else str(value)
