@@ -1,0 +1,33 @@
+"""Shared fixtures: example jobs and the path to the public measured runs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+EXAMPLES = ROOT / "examples" / "jobs"
+
+PS_JOB = {
+    "name": "resnet50-ps-8w",
+    "workload": {"model": "resnet50", "batch_size_per_gpu": 64, "precision": "fp32", "framework": "tensorflow"},
+    "parallelism": {"architecture": "ps-worker", "workers": 8, "gpus_per_worker": 1, "parameter_servers": 2},
+    "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "intra_node_link": "pcie-gen3", "network": "ethernet-25g"},
+    "measured": {"step_time_s": 0.42},
+}
+
+
+@pytest.fixture
+def ps_job() -> dict:
+    """The job spec example the CLI must accept exactly (a fresh copy per test)."""
+    return copy.deepcopy(PS_JOB)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"public measured runs not found at {SHARED_DATA}")
+    return SHARED_DATA
