@@ -47,8 +47,9 @@ T = TypeVar("T")
 class NameIndex(Generic[T]):
     """Case- and separator-insensitive lookup of catalogue entries by name or alias."""
 
-    def __init__(self, kind: str, entries: Iterable[tuple[str, Iterable[str], T]]):
+    def __init__(self, kind: str, entries: Iterable[tuple[str, Iterable[str], T]], preferred: Iterable[str] = ()):
         self.kind = kind
+        self.preferred = tuple(preferred)
         self._by_name: dict[str, T] = {}
         self._by_key: dict[str, T] = {}
         for name, aliases, entry in entries:
@@ -66,7 +67,7 @@ class NameIndex(Generic[T]):
         """The entry called ``name``; ``UnknownNameError`` naming ``field`` otherwise."""
         entry = self._by_key.get(normalize_name(str(name)))
         if entry is None:
-            raise UnknownNameError(self.kind, field, name, self._by_name)
+            raise UnknownNameError(self.kind, field, name, self._by_name, self.preferred)
         return entry
 
     def find(self, name: str) -> T | None:

@@ -30,9 +30,9 @@ class SpecError(ValueError):
 class UnknownNameError(SpecError):
     """A catalogue name (GPU, link, workload, scenario) that resolves to nothing."""
 
-    def __init__(self, kind: str, field: str, value: object, known: Iterable[str]):
+    def __init__(self, kind: str, field: str, value: object, known: Iterable[str], preferred: Iterable[str] = ()):
         known = list(known)
-        close = nearest_names(str(value), known)
+        close = nearest_names(str(value), known, preferred=preferred)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:12])}"
         self.field = field
         self.value = value
@@ -40,16 +40,21 @@ class UnknownNameError(SpecError):
         ValueError.__init__(self, f"unknown {kind} {value!r} at {field}; {hint}")
 
 
-def nearest_names(value: str, known: Iterable[str], n: int = 3) -> list[str]:
-    """Up to ``n`` known names closest to ``value``, compared case-insensitively."""
+def nearest_names(value: str, known: Iterable[str], n: int = 3, preferred: Iterable[str] = ()) -> list[str]:
+    """Up to ``n`` known names closest to ``value``, compared case-insensitively.
+
+    Names sharing a prefix with ``value`` ("v10" and "V100-...") come first,
+    ``preferred`` ones (a family's default variant) ahead of their siblings.
+    """
     by_lower: dict[str, str] = {}
     for name in known:
         by_lower.setdefault(name.lower(), name)
     lowered = value.lower()
+    first = {name.lower() for name in preferred}
     close = difflib.get_close_matches(lowered, list(by_lower), n=n, cutoff=0.5)
-    # A prefix ("v10", "h100") is a strong hint even where the ratio is low.
     prefixed = [k for k in by_lower if k.startswith(lowered[: max(2, len(lowered) - 1)])]
-    ordered = list(dict.fromkeys(close + sorted(prefixed)))[:n]
+    prefixed.sort(key=lambda k: (k not in first, -difflib.SequenceMatcher(None, lowered, k).ratio(), k))
+    ordered = list(dict.fromkeys(prefixed + close))[:n]
     return [by_lower[k] for k in ordered]
 
 

@@ -142,7 +142,7 @@ class HardwareCatalog:
             if device.family_default:
                 family_aliases[device.name] = (device.family,)
         device_index = NameIndex(
-            "gpu", ((d.name, d.aliases + family_aliases.get(d.name, ()), d) for d in devices)
+            "gpu", ((d.name, d.aliases + family_aliases.get(d.name, ()), d) for d in devices), preferred=family_aliases
         )
         link_index = NameIndex("link", ((link.name, link.aliases, link) for link in links))
         catalog = cls(device_index, link_index, tuple(paths))

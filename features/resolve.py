@@ -16,9 +16,9 @@ import numpy as np
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
 from features import analytical
 from features.errors import MISSING, SpecError, UnknownNameError
-from features.hardware import INTRA_NODE_LINK_KINDS, HardwareCatalog, hardware_catalog
+from features.hardware import INTRA_NODE_LINK_KINDS, LINK_KINDS, HardwareCatalog, hardware_catalog
 from features.jobspec import PRECISIONS
-from features.table import JobTable, factorize
+from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
 from features.workloads import WorkloadCatalog, workload_catalog
 
@@ -110,7 +110,7 @@ class CatalogArrays:
     has_nvlink: np.ndarray
     link_bw_bytes_per_s: np.ndarray
     link_latency_s: np.ndarray
-    link_kind: np.ndarray
+    link_kind: np.ndarray  # index into LINK_KINDS
     workload_flops_per_sample: np.ndarray
     workload_memory_bytes_per_sample_fp32: np.ndarray
     workload_input_bytes_per_sample: np.ndarray
@@ -151,7 +151,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         has_nvlink=np.array([d.nvlink_link is not None for d in devices], bool),
         link_bw_bytes_per_s=np.array([link.bw_bytes_per_s for link in links], float),
         link_latency_s=np.array([link.latency_s for link in links], float),
-        link_kind=np.array([link.kind for link in links], object),
+        link_kind=np.array([LINK_KINDS.index(link.kind) for link in links], int),
         workload_flops_per_sample=np.array([w.flops_per_sample for w in specs], float),
         workload_memory_bytes_per_sample_fp32=np.array([w.memory_bytes_per_sample_fp32 for w in specs], float),
         workload_input_bytes_per_sample=np.array([w.input_bytes_per_sample for w in specs], float),
@@ -228,7 +228,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     _check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
-    arch = np.array([ARCHITECTURE_CODES.get(a, -1) for a in cols["architecture"]]) if n else np.zeros(0, int)
+    arch = map_values(cols["architecture"], ARCHITECTURE_CODES, -1, int)
     workers = cols["workers"]
     gpus_per_worker = cols["gpus_per_worker"]
     total_gpus = workers * gpus_per_worker
@@ -249,7 +249,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     _check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols)
 
     ok = table.ok
-    precision_index = np.array([PRECISIONS.index(p) if p in PRECISIONS else 0 for p in precision], int)
+    precision_index = map_values(precision, {p: i for i, p in enumerate(PRECISIONS)}, 0, int)
     safe_intra = np.where(intra >= 0, intra, 0)
     safe_network = np.where(network >= 0, network, 0)
 
@@ -288,7 +288,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
 
 
 def _per_precision(precision: np.ndarray, table: dict[str, float]) -> np.ndarray:
-    return np.array([table.get(p, np.nan) for p in precision], float) if len(precision) else np.zeros(0)
+    return map_values(precision, table, np.nan)
 
 
 def _first_given(*candidates: np.ndarray) -> np.ndarray:
@@ -299,20 +299,23 @@ def _first_given(*candidates: np.ndarray) -> np.ndarray:
 
 
 def _check_links(table: JobTable, cat: CatalogArrays, device, intra, network) -> None:
-    intra_kind = np.where(intra >= 0, cat.link_kind[np.where(intra >= 0, intra, 0)], None)
-    network_kind = np.where(network >= 0, cat.link_kind[np.where(network >= 0, network, 0)], None)
+    intra_kind = np.where(intra >= 0, cat.link_kind[np.maximum(intra, 0)], -1)
+    network_kind = np.where(network >= 0, cat.link_kind[np.maximum(network, 0)], -1)
     names = cat.link_names
-    intra_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k in INTRA_NODE_LINK_KINDS)
-    network_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k == "network")
+    intra_codes = [LINK_KINDS.index(k) for k in INTRA_NODE_LINK_KINDS]
+    network_code = LINK_KINDS.index("network")
+    intra_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k in intra_codes)
+    network_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k == network_code)
     intra_values = table.columns["intra_node_link"]
-    bad_intra = (intra >= 0) & ~np.isin(intra_kind, INTRA_NODE_LINK_KINDS)
+    bad_intra = (intra >= 0) & ~np.isin(intra_kind, intra_codes)
     table.fail(bad_intra, lambda i: str(SpecError("cluster.intra_node_link", intra_values[i], f"an intra-node link is needed: {intra_allowed}")))
     network_values = table.columns["network"]
     table.fail(
-        (network >= 0) & (network_kind != "network"),
+        (network >= 0) & (network_kind != network_code),
         lambda i: str(SpecError("cluster.network", network_values[i], f"a network link is needed: {network_allowed}")),
     )
-    no_nvlink = (device >= 0) & (intra_kind == "nvlink") & ~cat.has_nvlink[np.where(device >= 0, device, 0)]
+    nvlink_code = LINK_KINDS.index("nvlink")
+    no_nvlink = (device >= 0) & (intra_kind == nvlink_code) & ~cat.has_nvlink[np.maximum(device, 0)]
 
     def nvlink_message(i: int) -> str:
         gpu = cat.device_names[device[i]]

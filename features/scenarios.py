@@ -31,7 +31,7 @@ import numpy as np
 from features.errors import SpecError, UnknownNameError
 from features.hardware import HardwareCatalog, hardware_catalog
 from features.jobspec import FLAT_FIELDS
-from features.table import RULES, JobTable, check_column, factorize
+from features.table import RULES, JobTable, check_column, factorize, map_values
 
 #: Flat fields a ``key=value`` override may set.
 OVERRIDABLE = tuple(leaf for leaf in FLAT_FIELDS if leaf not in ("name", "measured_step_time_s"))
@@ -85,8 +85,8 @@ def _set_network(name: str) -> Callable[[JobTable, HardwareCatalog], None]:
 
 def _mixed_precision(table: JobTable, catalog: HardwareCatalog) -> None:
     precision = table.columns["precision"]
-    full = np.isin(precision, ["fp32", "tf32"])
-    table.columns["precision"] = np.where(full, "fp16", precision).astype(object)
+    lowered = map_values(precision, {"fp32": "fp16", "tf32": "fp16"}, None, object)
+    table.columns["precision"] = np.where(lowered == None, precision, lowered).astype(object)  # noqa: E711
 
 
 def _override(leaf: str, raw: str) -> Callable[[JobTable, HardwareCatalog], None]:
@@ -111,7 +111,7 @@ def _move_gpu(table: JobTable, catalog: HardwareCatalog, new_gpu: str) -> None:
     old_links = table.columns["intra_node_link"]
     old_default = _device_links(table, catalog, "default_intra_node_link")
     current = np.where([v is None for v in old_links], old_default, old_links)
-    kinds = np.array([catalog.links.find(v).kind if v is not None and v in catalog.links else None for v in current], object)
+    kinds = map_values(current, {link.name: link.kind for link in catalog.links}, None, object)
     nvlink = device.nvlink_link or device.host_link
     table.columns["intra_node_link"] = np.where(kinds == "nvlink", nvlink, np.where(kinds == "pcie", device.host_link, None)).astype(object)
 
@@ -163,7 +163,7 @@ def _canonical_name(catalog: HardwareCatalog, key: str, value: str) -> str:
 def apply(table: JobTable, steps: Sequence[Step], catalog: HardwareCatalog | None = None) -> JobTable:
     """A new table with the scenario applied in order; rows that already failed keep their error."""
     catalog = catalog or hardware_catalog()
-    target = JobTable({k: v.copy() for k, v in table.columns.items()}, table.errors.copy())
+    target = table.copy()
     for step in steps:
         step.apply(target, catalog)
     return target

@@ -92,19 +92,31 @@ class JobTable:
 
     columns: dict[str, np.ndarray]
     errors: np.ndarray
+    failed: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.failed is None:
+            self.failed = np.fromiter((e is not None for e in self.errors), bool, len(self.errors))
 
     def __len__(self) -> int:
         return len(self.errors)
 
     @property
     def ok(self) -> np.ndarray:
-        return np.fromiter((e is None for e in self.errors), bool, len(self.errors))
+        return ~self.failed
 
     def fail(self, mask: np.ndarray, message: Any) -> None:
         """Record ``message`` (a string, or a callable of the row index) on rows of ``mask`` still without an error."""
-        rows = np.flatnonzero(mask & self.ok)
-        for row in rows:
-            self.errors[row] = message(row) if callable(message) else message
+        rows = np.flatnonzero(mask & ~self.failed)
+        if callable(message):
+            for row in rows:
+                self.errors[row] = message(row)
+        else:
+            self.errors[rows] = message
+        self.failed[rows] = True
+
+    def copy(self) -> "JobTable":
+        return JobTable({k: v.copy() for k, v in self.columns.items()}, self.errors.copy(), self.failed.copy())
 
 
 def is_missing(values: np.ndarray) -> np.ndarray:
@@ -137,13 +149,6 @@ def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return out, bad
 
 
-def _as_str(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
-    out = np.empty(len(values), object)
-    for i, v in enumerate(values):
-        out[i] = None if missing[i] else str(v).strip()
-    return out
-
-
 def _bound_text(rule: FieldRule) -> str:
     what = "a whole number" if rule.kind == "int" else "a finite number"
     if rule.lower is not None and rule.upper is not None:
@@ -154,20 +159,11 @@ def _bound_text(rule: FieldRule) -> str:
 
 
 def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarray:
+    if rule.kind == "str":
+        return _check_text_column(table, rule, raw)
     missing = is_missing(raw)
     if rule.required:
         table.fail(missing, str(SpecError(rule.path, MISSING, "this field is required")))
-    if rule.kind == "str":
-        values = _as_str(raw, missing)
-        if rule.allowed is not None:
-            lowered = np.array([v.lower() if v is not None else None for v in values], object)
-            bad = ~missing & ~np.isin(lowered, list(rule.allowed))
-            allowed = ", ".join(rule.allowed)
-            table.fail(bad, lambda i: str(SpecError(rule.path, values[i], f"allowed: {allowed}")))
-            values = np.where(bad, values, lowered)
-        if rule.default is not None:
-            values = np.where(missing, rule.default, values)
-        return values
     numbers, not_numeric = _as_float(raw)
     not_numeric &= ~missing
     bad = not_numeric | (~missing & ~np.isfinite(numbers))
@@ -188,6 +184,30 @@ def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarra
     return numbers
 
 
+def _check_text_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarray:
+    """Text columns are judged once per distinct value, then mapped back to the rows."""
+    codes, uniques = factorize(raw)
+    values = np.empty(len(uniques), object)
+    messages: list[str | None] = [None] * len(uniques)
+    for u, value in enumerate(uniques):
+        if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+            values[u] = rule.default
+            if rule.required:
+                messages[u] = str(SpecError(rule.path, MISSING, "this field is required"))
+            continue
+        text = str(value).strip()
+        if rule.allowed is not None:
+            if text.lower() in rule.allowed:
+                text = text.lower()
+            else:
+                messages[u] = str(SpecError(rule.path, text, f"allowed: {', '.join(rule.allowed)}"))
+        values[u] = text
+    for u, message in enumerate(messages):
+        if message is not None:
+            table.fail(codes == u, message)
+    return values[codes]
+
+
 def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None) -> JobTable:
     """Check every known column against the job spec's rules and fill plain defaults.
 
@@ -204,6 +224,12 @@ def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None
     return table
 
 
+def map_values(values: np.ndarray, mapping: dict[Any, Any], default: Any, dtype: Any = float) -> np.ndarray:
+    """``mapping[value]`` for every entry of a column, looked up once per distinct value."""
+    codes, uniques = factorize(values)
+    return np.array([mapping.get(u, default) for u in uniques] or [default], dtype)[codes]
+
+
 def table_from_rows(rows: Sequence[Mapping[str, Any]]) -> JobTable:
     """Validate a few flat rows (dicts keyed by leaf name)."""
     raw = {leaf: np.array([row.get(leaf) for row in rows], object) for leaf in FLAT_FIELDS}
@@ -211,17 +237,20 @@ def table_from_rows(rows: Sequence[Mapping[str, Any]]) -> JobTable:
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
-    """Integer codes and the distinct values of an object column (``None`` kept as a value).
+    """Integer codes and the distinct values of a column (missing values kept as values).
 
-    Catalogue look-ups run once per distinct name, not once per row; pandas'
-    hash-based factorize is used where pandas is already loaded (fleets),
-    numpy's sort-based one otherwise (a single job).
+    Checks and catalogue look-ups run once per distinct value, not once per
+    row. Large columns use pandas' hash-based factorize; a few rows (one job)
+    a plain dict, which keeps pandas off the single-job path.
     """
-    if "pandas" in sys.modules:
+    if len(values) > 1000 or "pandas" in sys.modules:
         import pandas as pd
 
-        codes, uniques = pd.factorize(values, use_na_sentinel=False)
-        return codes, list(uniques)
-    keys = np.array(["\0" if v is None else v for v in values], object)
-    uniques, codes = np.unique(keys, return_inverse=True)
-    return codes, [None if u == "\0" else u for u in uniques]
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        return np.asarray(codes), list(uniques)
+    seen: dict[Any, int] = {}
+    codes = np.empty(len(values), int)
+    for i, value in enumerate(values):
+        key = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+        codes[i] = seen.setdefault(key, len(seen))
+    return codes, list(seen)

@@ -56,6 +56,24 @@ class TablePrediction:
         return self.resolved.batch_size_per_gpu * self.resolved.total_gpus
 
 
+@dataclass
+class TableSpeedup:
+    """Baseline and what-if target for every row; an error on either side fails the row."""
+
+    baseline: TablePrediction
+    target: TablePrediction
+    target_table: JobTable
+    speedup: np.ndarray
+    speedup_lower: np.ndarray | None = None
+    speedup_upper: np.ndarray | None = None
+    p_speedup_gt_1: np.ndarray | None = None
+
+    @property
+    def errors(self) -> np.ndarray:
+        """The baseline's error where it has one, else the target's."""
+        return np.where(self.baseline.resolved.table.failed, self.baseline.errors, self.target.errors)
+
+
 class Predictor:
     """Step-time and speedup predictions from the analytical breakdown.
 
@@ -87,6 +105,18 @@ class Predictor:
             method="analytical",
         )
 
+    def speedup_table(self, table: JobTable, steps: Sequence[scenarios.Step]) -> TableSpeedup:
+        """Every row against itself rewritten by the parsed scenario ``steps``."""
+        target_table = scenarios.apply(table, steps)
+        baseline = self.predict_table(table)
+        target = self.predict_table(target_table)
+        return TableSpeedup(
+            baseline=baseline,
+            target=target,
+            target_table=target_table,
+            speedup=baseline.step_time_s / target.step_time_s,
+        )
+
     # -- one job ------------------------------------------------------------
 
     def time(self, job: JobLike) -> Prediction:
@@ -103,18 +133,23 @@ class Predictor:
         """Baseline against the job rewritten by the scenario steps ``to`` (applied in order)."""
         job = as_job(job)
         steps = scenarios.parse(to)
-        baseline_table = table_from_rows([flatten(job)])
-        target_table = scenarios.apply(baseline_table, steps)
-        baseline = self.predict_table(baseline_table)
-        baseline_prediction = self._prediction(baseline, 0, job.name, _measured(job))
-        target = self.predict_table(target_table)
-        target_prediction = self._prediction(target, 0, job.name, None)
+        result = self.speedup_table(table_from_rows([flatten(job)]), steps)
+        baseline = self._prediction(result.baseline, 0, job.name, _measured(job))
+        target = self._prediction(result.target, 0, job.name, None)
+
+        def optional(values: np.ndarray | None) -> float | None:
+            return None if values is None else float(values[0])
+
         return SpeedupPrediction(
-            baseline=baseline_prediction,
-            target=target_prediction,
+            baseline=baseline,
+            target=target,
             scenario=tuple(step.text for step in steps),
-            speedup=baseline_prediction.step_time_s / target_prediction.step_time_s,
-            target_job={leaf: _plain(values[0]) for leaf, values in target_table.columns.items()},
+            speedup=float(result.speedup[0]),
+            target_job={leaf: _plain(values[0]) for leaf, values in result.target_table.columns.items()},
+            speedup_lower=optional(result.speedup_lower),
+            speedup_upper=optional(result.speedup_upper),
+            p_speedup_gt_1=optional(result.p_speedup_gt_1),
+            confidence_level=baseline.confidence_level,
         )
 
     def _prediction(self, result: TablePrediction, row: int, name: str, measured: float | None) -> Prediction:
