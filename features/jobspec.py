@@ -8,7 +8,7 @@ fields flattened to their leaf names (``model``, ``workers``, ``gpu`` ...) and
 Defaults (also in the README):
 
 * ``workload.batch_size_per_gpu``: the catalogue model's default batch;
-  ``precision`` fp32; ``framework`` pytorch.
+  ``precision`` fp32; ``framework`` pytorch; ``software_stack`` stock.
 * ``parallelism.architecture`` single; ``workers`` 1; ``gpus_per_worker`` 1;
   ``parameter_servers`` 1 for ps-worker; ``nodes`` for allreduce-cluster: the
   fewest nodes that hold all GPUs at ``gpus_per_node`` each.
@@ -30,6 +30,7 @@ from features.errors import MISSING, SpecError
 ARCHITECTURES = ("single", "allreduce-local", "allreduce-cluster", "ps-worker")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
+SOFTWARE_STACKS = ("stock", "tuned")
 
 
 def _lower(value: Any) -> Any:
@@ -40,8 +41,11 @@ def _lower(value: Any) -> Any:
 Architecture = Annotated[Literal["single", "allreduce-local", "allreduce-cluster", "ps-worker"], BeforeValidator(_lower)]
 Precision = Annotated[Literal["fp32", "tf32", "fp16", "bf16", "fp8"], BeforeValidator(_lower)]
 Framework = Annotated[Literal["pytorch", "tensorflow", "mxnet", "jax", "paddle", "other"], BeforeValidator(_lower)]
+SoftwareStack = Annotated[Literal["stock", "tuned"], BeforeValidator(_lower)]
 
 PositiveCount = Annotated[int, Field(ge=1, le=1_000_000)]
+# Recommendation models train with per-GPU batches of millions of samples (NCF in the Lambda benchmark).
+BatchSize = Annotated[int, Field(ge=1, le=100_000_000)]
 PositiveFigure = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFigure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -54,9 +58,13 @@ class Workload(_Section):
     """What is trained: a catalogue model, or explicit figures for one that is not there."""
 
     model: str | None = Field(None, description="Catalogue model name or alias (see `predict workloads`).")
-    batch_size_per_gpu: PositiveCount | None = Field(None, description="Samples per GPU per step; default: the model's catalogue default.")
+    batch_size_per_gpu: BatchSize | None = Field(None, description="Samples per GPU per step; default: the model's catalogue default.")
     precision: Precision = Field("fp32", description="Training precision; fp16/bf16 mean mixed precision on tensor cores.")
     framework: Framework = "pytorch"
+    software_stack: SoftwareStack = Field(
+        "stock",
+        description="stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
+    )
     flops_per_sample: PositiveFigure | None = Field(None, description="Training FLOPs (forward + backward) per sample.")
     param_count: PositiveFigure | None = Field(None, description="Parameters whose gradients are exchanged each step.")
     gradient_bytes: PositiveFigure | None = Field(None, description="Bytes of gradient exchanged per step (instead of param_count).")

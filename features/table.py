@@ -149,6 +149,11 @@ def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return out, bad
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds, for messages ("-1.0", not "np.float64(-1.0)")."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _bound_text(rule: FieldRule) -> str:
     what = "a whole number" if rule.kind == "int" else "a finite number"
     if rule.lower is not None and rule.upper is not None:
@@ -177,7 +182,7 @@ def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarra
     if rule.upper is not None:
         with np.errstate(invalid="ignore"):
             bad |= ~missing & (numbers > rule.upper)
-    table.fail(bad, lambda i: str(SpecError(rule.path, raw[i], _bound_text(rule))))
+    table.fail(bad, lambda i: str(SpecError(rule.path, _plain(raw[i]), _bound_text(rule))))
     numbers = np.where(bad, np.nan, numbers)
     if rule.default is not None:
         numbers = np.where(missing, float(rule.default), numbers)
@@ -216,7 +221,7 @@ def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None
     """
     if n_rows is None:
         n_rows = len(next(iter(raw.values()))) if raw else 0
-    table = JobTable({}, np.full(n_rows, None, object))
+    table = JobTable({}, np.full(n_rows, None, object), np.zeros(n_rows, bool))
     for leaf, rule in RULES.items():
         column = raw.get(leaf)
         values = np.full(n_rows, None, object) if column is None else np.asarray(column)
@@ -247,10 +252,19 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
         import pandas as pd
 
         codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-        return np.asarray(codes), list(uniques)
+        # pandas reports a missing value as NaN; keep it None, as the small-table path does.
+        return np.asarray(codes), [None if _is_nan_or_none(u) else u for u in uniques]
     seen: dict[Any, int] = {}
     codes = np.empty(len(values), int)
     for i, value in enumerate(values):
-        key = None if value is None or (isinstance(value, float) and math.isnan(value)) else value
-        codes[i] = seen.setdefault(key, len(seen))
+        codes[i] = seen.setdefault(None if _is_nan(value) else value, len(seen))
     return codes, list(seen)
+
+
+def _is_nan(value: Any) -> bool:
+    """None, or a float NaN of any kind (pandas turns missing text into NaN)."""
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def _is_nan_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

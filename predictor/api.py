@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,9 @@ class TablePrediction:
     method: str
     lower_s: np.ndarray | None = None
     upper_s: np.ndarray | None = None
+    #: Per row, why the job lies outside the model's training data (None where it does not).
+    extrapolation: np.ndarray | None = None
+    learned: Any = None
 
     @property
     def errors(self) -> np.ndarray:
@@ -74,18 +78,54 @@ class TableSpeedup:
         return np.where(self.baseline.resolved.table.failed, self.baseline.errors, self.target.errors)
 
 
-class Predictor:
-    """Step-time and speedup predictions from the analytical breakdown.
+#: Where the shipped model lives; ``PREDICT_MODEL_DIR`` points elsewhere.
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "default"
 
-    ``overlap`` chooses how the components add up: ``"none"`` is the PAI
-    model (sum of io, compute, memory and communication), ``"overlapped"``
-    hides communication behind the backward pass (see :mod:`features.analytical`).
+
+def default_model_dir() -> Path:
+    return Path(os.environ.get("PREDICT_MODEL_DIR", DEFAULT_MODEL_DIR))
+
+
+class Predictor:
+    """Step-time and speedup predictions: the analytical breakdown, corrected by the learned model.
+
+    ``model`` is a model directory, ``"default"`` (the shipped model, or the
+    analytical model alone with a warning when there is none) or ``None``
+    (the analytical model alone). ``overlap`` chooses how the analytical
+    components add up: ``"none"`` is the PAI model (the sum of io, compute,
+    memory and communication), ``"overlapped"`` hides communication behind
+    the backward pass (see :mod:`features.analytical`); a learned model
+    corrects the baseline it was trained on. ``confidence_level`` sets the
+    width of the conformal intervals.
     """
 
-    def __init__(self, *, overlap: str = "none"):
+    def __init__(self, *, model: str | Path | None = "default", overlap: str = "none", confidence_level: float = 0.9):
         if overlap not in OVERLAP_STRATEGIES:
             raise SpecError("overlap", overlap, f"allowed: {', '.join(OVERLAP_STRATEGIES)}")
+        if not 0.0 < confidence_level < 1.0:
+            raise SpecError("confidence_level", confidence_level, "allowed: strictly between 0 and 1")
         self.overlap = overlap
+        self.confidence_level = confidence_level
+        self.warnings: tuple[str, ...] = ()
+        self.artefact = None
+        if model is not None:
+            self._load(model)
+
+    def _load(self, model: str | Path) -> None:
+        from training.artefact import ArtefactError, load_artefact
+
+        path = default_model_dir() if model == "default" else Path(model)
+        if model == "default" and not path.exists():
+            self.warnings = (f"no trained model at {path}: analytical model only",)
+            return
+        try:
+            self.artefact = load_artefact(path)
+        except ArtefactError as exc:
+            raise SpecError("--model", str(path), str(exc)) from None
+
+    @property
+    def method(self) -> str:
+        return "learned" if self.artefact is not None else "analytical"
 
     # -- whole tables -------------------------------------------------------
 
@@ -96,26 +136,50 @@ class Predictor:
         code = breakdown.bottleneck_code()
         names = np.array(COMPONENTS, object)[code]
         names[~resolved.ok] = None
-        return TablePrediction(
+        result = TablePrediction(
             resolved=resolved,
             breakdown=breakdown,
             step_time_s=breakdown.step_time_s(self.overlap),
             bottleneck=names,
             bottleneck_link=bottleneck_links(resolved, breakdown, catalog_arrays()),
-            method="analytical",
+            method=self.method,
         )
+        if self.artefact is not None:
+            from predictor.learned import predict_times
+
+            learned = predict_times(self.artefact, resolved, breakdown, self.confidence_level)
+            result.learned = learned
+            result.step_time_s = np.exp(learned.log_step_time_s)
+            result.lower_s, result.upper_s = learned.lower_s, learned.upper_s
+            result.extrapolation = learned.extrapolation
+        return result
 
     def speedup_table(self, table: JobTable, steps: Sequence[scenarios.Step]) -> TableSpeedup:
         """Every row against itself rewritten by the parsed scenario ``steps``."""
         target_table = scenarios.apply(table, steps)
         baseline = self.predict_table(table)
         target = self.predict_table(target_table)
-        return TableSpeedup(
+        result = TableSpeedup(
             baseline=baseline,
             target=target,
             target_table=target_table,
             speedup=baseline.step_time_s / target.step_time_s,
         )
+        if self.artefact is not None:
+            from predictor.learned import predict_speedup
+
+            learned = predict_speedup(
+                self.artefact,
+                baseline.learned,
+                target.learned,
+                {**table.columns, "total_gpus": baseline.resolved.total_gpus},
+                {**target_table.columns, "total_gpus": target.resolved.total_gpus},
+                self.confidence_level,
+            )
+            result.speedup = learned.speedup
+            result.speedup_lower, result.speedup_upper = learned.lower, learned.upper
+            result.p_speedup_gt_1 = learned.p_speedup_gt_1
+        return result
 
     # -- one job ------------------------------------------------------------
 
@@ -170,6 +234,9 @@ class Predictor:
         )
         step_time_s = float(result.step_time_s[row])
         global_batch = float(result.global_batch_size[row])
+        warnings = self.warnings
+        if result.extrapolation is not None and result.extrapolation[row] is not None:
+            warnings += (f"outside the training data: {result.extrapolation[row]}; the interval is the pooled one",)
         return Prediction(
             name=name,
             step_time_s=step_time_s,
@@ -180,7 +247,9 @@ class Predictor:
             overlap=self.overlap,
             lower_s=None if result.lower_s is None else float(result.lower_s[row]),
             upper_s=None if result.upper_s is None else float(result.upper_s[row]),
+            confidence_level=None if result.lower_s is None else self.confidence_level,
             measured_step_time_s=measured,
+            warnings=warnings,
         )
 
 

@@ -29,8 +29,12 @@ app = typer.Typer(
 JobOption = Annotated[Path, typer.Option("--job", "-j", help="Job spec JSON file (see `predict schema`).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 OverlapOption = Annotated[
-    str, typer.Option("--overlap", help="How components add up: none (PAI, additive) or overlapped.")
+    str, typer.Option("--overlap", help="How the analytical components add up: none (PAI, additive) or overlapped.")
 ]
+ModelOption = Annotated[
+    str, typer.Option("--model", help="Model directory; 'default' is the shipped model, 'none' the analytical model alone.")
+]
+LevelOption = Annotated[float, typer.Option("--confidence-level", help="Coverage of the prediction intervals.")]
 
 
 def _command(*args: Any, **kwargs: Any) -> Callable:
@@ -60,19 +64,25 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _predictor(overlap: str):
+def _predictor(overlap: str, model: str = "default", confidence_level: float = 0.9):
     from predictor.api import Predictor
 
-    return Predictor(overlap=overlap)
+    return Predictor(model=None if model == "none" else model, overlap=overlap, confidence_level=confidence_level)
 
 
 @_command("time")
-def time_command(job: JobOption, as_json: JsonOption = False, overlap: OverlapOption = "none") -> None:
+def time_command(
+    job: JobOption,
+    as_json: JsonOption = False,
+    overlap: OverlapOption = "none",
+    model: ModelOption = "default",
+    confidence_level: LevelOption = 0.9,
+) -> None:
     """Predict one job's step time, throughput and where the time goes.
 
     Example: predict time --job examples/jobs/resnet50-ps.json
     """
-    prediction = _predictor(overlap).time(job)
+    prediction = _predictor(overlap, model, confidence_level).time(job)
     if as_json:
         _echo_json(prediction.to_dict())
     else:
@@ -95,12 +105,14 @@ def speedup_command(
     ],
     as_json: JsonOption = False,
     overlap: OverlapOption = "none",
+    model: ModelOption = "default",
+    confidence_level: LevelOption = 0.9,
 ) -> None:
     """Predict how much faster (or slower) a job runs under a what-if scenario.
 
     Example: predict speedup --job examples/jobs/resnet50-ps.json --to allreduce-nvlink
     """
-    result = _predictor(overlap).speedup(job, to)
+    result = _predictor(overlap, model, confidence_level).speedup(job, to)
     if as_json:
         _echo_json(result.to_dict())
     else:
@@ -115,7 +127,7 @@ def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: Over
 
     Example: predict breakdown --job examples/jobs/bert-allreduce-cluster.json --json
     """
-    prediction = _predictor(overlap).time(job)
+    prediction = _predictor(overlap, model="none").time(job)
     if as_json:
         breakdown = prediction.breakdown
         _echo_json({**breakdown.to_dict(), "bottleneck": breakdown.bottleneck, "bottleneck_link": breakdown.bottleneck_link})
@@ -184,6 +196,10 @@ def roofline_command(
 
     path = plot_roofline(gpu, model or None, precision, out)
     typer.echo(f"wrote {path}")
+
+
+# Commands kept in their own modules register themselves on `app`.
+from predictor import cli_training  # noqa: E402,F401
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,164 @@
+"""CLI commands that build the learned layer: train, evaluate, refit, and the testbed's collect."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from predictor.cli import _command, _echo_json, app
+from predictor.api import default_model_dir
+
+RunsOption = Annotated[
+    list[Path] | None, typer.Option("--runs", help="Run tables (CSV or Parquet), repeatable.")
+]
+LambdaOption = Annotated[Path | None, typer.Option("--lambda", help="Lambda benchmark table (lambda_throughput.csv) to import.")]
+MlperfOption = Annotated[Path | None, typer.Option("--mlperf", help="MLPerf Training table (mlperf_training_v3.1.csv) to import.")]
+TrackingOption = Annotated[
+    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI (default: SQLite store under mlruns/).")
+]
+
+
+def _gather(runs, lambda_csv, mlperf_csv):
+    from training.sources import gather_runs
+
+    gathered = gather_runs(runs, lambda_csv, mlperf_csv)
+    typer.echo(f"runs: {len(gathered.runs)} accepted from {', '.join(gathered.sources)}", err=True)
+    return gathered
+
+
+@_command("train")
+def train_command(
+    runs: RunsOption = None,
+    lambda_csv: LambdaOption = None,
+    mlperf_csv: MlperfOption = None,
+    trials: Annotated[int, typer.Option("--trials", help="Optuna trials (0 keeps the default settings).")] = 50,
+    out: Annotated[Path, typer.Option("--out", help="Model directory to write.")] = Path("models/default"),
+    tracking_uri: TrackingOption = None,
+    register: Annotated[bool, typer.Option("--register/--no-register", help="Register the model in the MLflow registry.")] = True,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Tune, calibrate and save the residual model on measured runs; track the run in MLflow.
+
+    Without --runs/--lambda/--mlperf it trains on the default set: Lambda and MLPerf v3.1 from
+    ../shared/data plus the testbed runs in training/data.
+
+    Example: predict train --trials 50
+    """
+    from training.train import train
+
+    started = time.perf_counter()
+    gathered = _gather(runs, lambda_csv, mlperf_csv)
+    result = train(
+        gathered.runs, trials=trials, seed=seed, out_dir=out, tracking_uri=tracking_uri,
+        register=register, progress=True, sources=gathered.sources,
+    )
+    summary = {
+        "model_dir": str(result.path),
+        "mlflow_run_id": result.run_id,
+        "rows": len(result.dataset),
+        "trials": result.tuning.n_trials,
+        "pruned": result.tuning.n_pruned,
+        "cv_mape": result.metrics["cv_mape"],
+        "cv_median_ape": result.metrics["cv_median_ape"],
+        "analytical_mape": result.metrics["analytical_mape"],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    if as_json:
+        _echo_json(summary)
+        return
+    typer.echo(
+        f"trained on {summary['rows']} runs in {summary['seconds']} s ({summary['trials']} trials, {summary['pruned']} pruned)\n"
+        f"grouped CV: MAPE {100 * summary['cv_mape']:.1f}% (analytical alone {100 * summary['analytical_mape']:.1f}%), "
+        f"median APE {100 * summary['cv_median_ape']:.1f}%\n"
+        f"model: {summary['model_dir']}  MLflow run: {summary['mlflow_run_id']}"
+    )
+
+
+@_command("evaluate")
+def evaluate_command(
+    runs: RunsOption = None,
+    lambda_csv: LambdaOption = None,
+    mlperf_csv: MlperfOption = None,
+    model: Annotated[Path | None, typer.Option("--model", help="Model whose settings to evaluate (default: the shipped one).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/evaluation"),
+    confidence_level: Annotated[float, typer.Option("--confidence-level")] = 0.9,
+) -> None:
+    """Held-out evaluation of analytical, pure-ML and physics+residual models; writes a markdown report with plots.
+
+    Leave one GPU type out (Lambda), one tier and one architecture out (testbed), one benchmark
+    out (MLPerf), speedups of held-out pairs, and few-shot refits.
+
+    Example: predict evaluate --out reports/evaluation
+    """
+    import json
+
+    from training.dataset import build_dataset
+    from training.report import run_evaluation, write_report
+
+    model_dir = model or default_model_dir()
+    metadata_path = model_dir / "metadata.json"
+    if metadata_path.exists():
+        metadata = json.loads(metadata_path.read_text())
+        params, rounds, baseline = metadata["params"], metadata["num_boost_round"], metadata["baseline"]
+    else:
+        from training.dataset import DEFAULT_BASELINE
+        from training.model import DEFAULT_PARAMS, DEFAULT_ROUNDS
+
+        params, rounds, baseline = DEFAULT_PARAMS, DEFAULT_ROUNDS, DEFAULT_BASELINE
+    gathered = _gather(runs, lambda_csv, mlperf_csv)
+    ds = build_dataset(gathered.runs, baseline)
+    evaluation = run_evaluation(ds, params, rounds, confidence_level, progress=lambda text: typer.echo(f"- {text}", err=True))
+    path = write_report(evaluation, out, ds, params, rounds)
+    typer.echo(f"wrote {path}")
+
+
+@_command("refit")
+def refit_command(
+    runs: Annotated[list[Path], typer.Option("--runs", help="Your cluster's measured runs (CSV or Parquet run tables).")],
+    out: Annotated[Path, typer.Option("--out", help="New model directory (the base model is left untouched).")],
+    model: Annotated[Path | None, typer.Option("--model", help="Base model (default: the shipped one).")] = None,
+    name: Annotated[str, typer.Option("--name", help="Name of the cluster.")] = "my-cluster",
+    tracking_uri: TrackingOption = None,
+) -> None:
+    """Adapt the model to your cluster with a handful of its measured runs; writes a new model.
+
+    Example: predict refit --runs my_runs.csv --out models/my-cluster && predict time --job job.json --model models/my-cluster
+    """
+    from training.dataset import build_dataset
+    from training.refit import refit
+    from training.runs import load_runs
+    from training.tracking import log_refit, tracked_run
+
+    base = model or default_model_dir()
+    loaded = load_runs(runs)
+    if loaded.n_rejected:
+        first = loaded.rejected.iloc[0]
+        typer.echo(f"warning: {loaded.n_rejected} runs rejected; first: {first['reason']}", err=True)
+    if not loaded.n_accepted:
+        from features.errors import SpecError
+
+        raise SpecError("--runs", ", ".join(map(str, runs)), "no valid runs to refit on")
+    from training.artefact import load_artefact
+
+    ds = build_dataset(loaded.accepted, load_artefact(base).baseline)
+    with tracked_run(tracking_uri, run_name=f"refit-{name}") as run_id:
+        result = refit(base, ds, out, name)
+        log_refit(result, name)
+    typer.echo(
+        f"refit '{name}' on {result.n_runs} runs: offset x{math.exp(result.offset):.3f}, "
+        f"in-sample MAPE {100 * result.mape_before:.1f}% -> {100 * result.mape_after_in_sample:.1f}%"
+        f"{', intervals recalibrated' if result.recalibrated else ''}\nmodel: {result.path}  MLflow run: {run_id}"
+    )
+
+
+try:  # the testbed collector needs torch, an optional extra
+    from training.testbed.cli import collect_command
+
+    app.command("collect")(collect_command)
+except ImportError:  # pragma: no cover
+    pass

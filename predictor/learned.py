@@ -1,0 +1,115 @@
+"""The learned layer at prediction time: residual, conformal intervals, domain checks.
+
+Given resolved jobs and their breakdown, the artefact's booster predicts the
+log residual on the physical features; the step time is the analytical
+baseline times its exponential. Intervals come from the artefact's
+calibration tables; a speedup's interval calibrates the log ratio directly.
+Jobs outside the training data (an unseen GPU, sizes beyond the range seen)
+get a note, and their intervals come from the pooled bin of out-of-group
+residuals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from features.analytical import BreakdownArrays
+from features.build import physical_features
+from features.resolve import ResolvedJobs
+from training.artefact import Artefact
+from training.calibration import IDENTITY, POOLED, pair_bin_keys, pair_kind, step_bin_keys
+
+#: Features whose training range bounds the model's domain, with their user-facing names.
+RANGE_FEATURES = {
+    "log_total_gpus": ("total GPUs", lambda v: 10**v),
+    "log_batch_size_per_gpu": ("batch size per GPU", lambda v: 10**v),
+    "log_flops_per_sample": ("FLOPs per sample", lambda v: 10**v),
+    "log_peak_flops_per_s": ("peak FLOP/s", lambda v: 10**v),
+    "workers_per_server": ("workers per server", lambda v: v),
+}
+
+
+@dataclass
+class LearnedTimes:
+    log_step_time_s: np.ndarray
+    lower_s: np.ndarray
+    upper_s: np.ndarray
+    extrapolation: np.ndarray  # None, or why the job is outside the training data
+
+
+def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, confidence_level: float) -> LearnedTimes:
+    frame = physical_features(resolved, breakdown)
+    if list(frame.names) != artefact.feature_names:
+        raise ValueError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`")
+    residual = artefact.predict_residual(frame.values)
+    log_step = np.log(breakdown.step_time_s(artefact.baseline)) + residual
+    columns = resolved.table.columns
+    extrapolation = domain_notes(artefact, resolved, frame)
+    keys = step_bin_keys(columns["architecture"], columns["network"])
+    bins = artefact.step_calibration.bin_for(keys)
+    bins[extrapolation != None] = POOLED  # noqa: E711
+    low, high = artefact.step_calibration.interval(log_step, bins, confidence_level)
+    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
+
+
+def domain_notes(artefact: Artefact, resolved: ResolvedJobs, frame) -> np.ndarray:
+    """Per job, why it lies outside the training data (None where it does not)."""
+    domain = artefact.metadata["domain"]
+    notes = np.full(len(resolved.ok), None, object)
+    gpu = resolved.table.columns["gpu"]
+    unseen = resolved.ok & ~np.isin(np.asarray(gpu, object).astype(str), domain["gpus"])
+    _note(notes, unseen, lambda i: f"gpu {gpu[i]} is not in the training data")
+    arch = resolved.table.columns["architecture"]
+    unseen_arch = resolved.ok & ~np.isin(np.asarray(arch, object).astype(str), domain["architectures"])
+    _note(notes, unseen_arch, lambda i: f"architecture {arch[i]} is not in the training data")
+    for feature, (label, to_user) in RANGE_FEATURES.items():
+        low, high = domain["ranges"][feature]
+        values = frame.column(feature)
+        with np.errstate(invalid="ignore"):
+            outside = resolved.ok & ((values < low - 1e-9) | (values > high + 1e-9))
+        _note(notes, outside, lambda i, v=values, lo=low, hi=high, lab=label, f=to_user: (
+            f"{lab} {f(v[i]):.3g} is outside the training range {f(lo):.3g}-{f(hi):.3g}"))
+    return notes
+
+
+def _note(notes: np.ndarray, mask: np.ndarray, text) -> None:
+    for i in np.flatnonzero(mask):
+        notes[i] = text(i) if notes[i] is None else f"{notes[i]}; {text(i)}"
+
+
+@dataclass
+class LearnedSpeedup:
+    speedup: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    p_speedup_gt_1: np.ndarray
+
+
+def predict_speedup(
+    artefact: Artefact,
+    base: LearnedTimes,
+    target: LearnedTimes,
+    base_columns: dict[str, np.ndarray],
+    target_columns: dict[str, np.ndarray],
+    confidence_level: float,
+) -> LearnedSpeedup:
+    """Speedup = exp(log baseline - log target), with the log ratio calibrated on measured pairs."""
+    log_ratio = base.log_step_time_s - target.log_step_time_s
+    table = artefact.speedup_calibration
+    kinds = pair_kind(base_columns, target_columns)
+    if table is None:  # no pairs to calibrate on: the step-time intervals bound the ratio
+        low = np.log(base.lower_s) - np.log(target.upper_s)
+        high = np.log(base.upper_s) - np.log(target.lower_s)
+        p = np.where(log_ratio > 0, 1.0, 0.0)
+    else:
+        bins = table.bin_for(pair_bin_keys(kinds))
+        extrapolating = (base.extrapolation != None) | (target.extrapolation != None)  # noqa: E711
+        bins[extrapolating] = POOLED
+        low, high = table.interval(log_ratio, bins, confidence_level)
+        p = table.probability_above(log_ratio, bins, 0.0)
+    identity = kinds == IDENTITY
+    low[identity] = high[identity] = log_ratio[identity] = 0.0
+    p[identity] = 0.0
+    return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p)

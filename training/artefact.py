@@ -1,0 +1,132 @@
+"""The saved model: a directory of safe-to-load files, no pickles.
+
+* ``booster.ubj``: the XGBoost booster (UBJSON);
+* ``calibration.json``: conformal percentile tables for step times and speedups;
+* ``metadata.json``: schema versions, feature names, the analytical baseline,
+  the training data's fingerprint and domain, metrics and hyperparameters;
+* ``model_card.md``: what it was trained on, where it is valid, where not.
+
+Loading needs numpy and xgboost only, and checks the schema versions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from features.build import FEATURE_SCHEMA_VERSION
+from training.calibration import CalibrationTable
+
+#: Bump when the artefact's files or their meaning change.
+ARTEFACT_SCHEMA_VERSION = 1
+
+BOOSTER_FILE = "booster.ubj"
+CALIBRATION_FILE = "calibration.json"
+METADATA_FILE = "metadata.json"
+CARD_FILE = "model_card.md"
+
+
+class ArtefactError(ValueError):
+    """A model directory that is missing, incomplete or from another schema version."""
+
+
+def import_xgboost():
+    """Import xgboost without letting it pull in scikit-learn.
+
+    xgboost imports scikit-learn (about 2 s) only for its scikit-learn-style
+    wrappers, which loading a booster and predicting never use. Where nothing
+    has imported scikit-learn yet, it is hidden while xgboost loads, keeping
+    ``predict time`` and ``predict speedup`` within a second. Training imports
+    scikit-learn first and gets the full package.
+    """
+    if "xgboost" in sys.modules or "sklearn" in sys.modules:
+        import xgboost
+
+        return xgboost
+    sys.modules["sklearn"] = None  # type: ignore[assignment]
+    try:
+        import xgboost
+    finally:
+        del sys.modules["sklearn"]
+    return xgboost
+
+
+@dataclass
+class Artefact:
+    """A loaded model directory."""
+
+    path: Path
+    booster: Any
+    step_calibration: CalibrationTable
+    speedup_calibration: CalibrationTable | None
+    metadata: dict[str, Any]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.metadata["feature_names"]
+
+    @property
+    def baseline(self) -> str:
+        return self.metadata["baseline"]
+
+    def predict_residual(self, features: np.ndarray) -> np.ndarray:
+        """Log residual per row, plus a refit cluster's offset where there is one."""
+        return self.booster.inplace_predict(features) + self.metadata.get("residual_offset", 0.0)
+
+
+def save_artefact(path: Path, booster, step: CalibrationTable, speedup: CalibrationTable | None, metadata: dict, card: str) -> Path:
+    """Write the model directory (files replaced one by one; the directory is created if needed)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        **metadata,
+        "artefact_schema_version": ARTEFACT_SCHEMA_VERSION,
+        "feature_schema_version": FEATURE_SCHEMA_VERSION,
+    }
+    booster.save_model(str(path / BOOSTER_FILE))
+    calibration = {"step": step.to_dict(), "speedup": speedup.to_dict() if speedup is not None else None}
+    (path / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1))
+    (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=_json_default))
+    (path / CARD_FILE).write_text(card)
+    return path
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def load_artefact(path: Path) -> Artefact:
+    """Load a model directory, checking that it is complete and of this schema version."""
+    path = Path(path)
+    for name in (BOOSTER_FILE, CALIBRATION_FILE, METADATA_FILE):
+        if not (path / name).is_file():
+            raise ArtefactError(f"model directory {path} has no {name}")
+    metadata = json.loads((path / METADATA_FILE).read_text())
+    found = (metadata.get("artefact_schema_version"), metadata.get("feature_schema_version"))
+    expected = (ARTEFACT_SCHEMA_VERSION, FEATURE_SCHEMA_VERSION)
+    if found != expected:
+        raise ArtefactError(
+            f"model at {path} has schema versions (artefact, features) {found}; this version reads {expected}: "
+            "retrain it with `predict train`"
+        )
+    xgb = import_xgboost()
+    booster = xgb.Booster()
+    booster.load_model(str(path / BOOSTER_FILE))
+    calibration = json.loads((path / CALIBRATION_FILE).read_text())
+    speedup = calibration.get("speedup")
+    return Artefact(
+        path=path,
+        booster=booster,
+        step_calibration=CalibrationTable.from_dict(calibration["step"]),
+        speedup_calibration=CalibrationTable.from_dict(speedup) if speedup else None,
+        metadata=metadata,
+    )

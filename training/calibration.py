@@ -1,0 +1,181 @@
+"""Conformal calibration tables: Mondrian bins of log residuals, stored as percentiles.
+
+Calibration runs crepes' conformal predictive system on out-of-fold
+residuals, one Mondrian bin per category (architecture, network tier, or the
+kind of what-if for speedups). What is stored is each bin's conformal
+predictive distribution at y_hat = 0, as percentile tables; answering any
+confidence level later is a table look-up, so prediction needs neither crepes
+nor scipy (and stays fast).
+
+A bin with fewer than :data:`MIN_BIN_SIZE` residuals falls back to its parent
+("ps-worker|ethernet-25g" -> "ps-worker" -> "all").
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Percentiles stored per bin (0.5 % steps).
+PERCENTILES = np.round(np.arange(0.5, 100.0, 0.5), 1)
+MIN_BIN_SIZE = 40
+POOLED = "all"
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """Per bin: conservative lower and upper percentile offsets of the log residual."""
+
+    lower: dict[str, np.ndarray]
+    upper: dict[str, np.ndarray]
+    counts: dict[str, int]
+
+    def bin_for(self, keys: Sequence[Sequence[str]]) -> np.ndarray:
+        """The first key of each row's fallback chain that has a table (else the pooled bin)."""
+        out = np.empty(len(keys), object)
+        for i, chain in enumerate(keys):
+            out[i] = next((k for k in chain if k in self.lower), POOLED)
+        return out
+
+    def interval(self, y_hat: np.ndarray, bins: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds of ``y_hat`` (log scale) at ``confidence_level``."""
+        alpha = 100.0 * (1.0 - confidence_level) / 2.0
+        low = np.empty(len(y_hat))
+        high = np.empty(len(y_hat))
+        for name in np.unique(bins.astype(str)):
+            rows = bins == name
+            low[rows] = y_hat[rows] + np.interp(alpha, PERCENTILES, self.lower[name])
+            high[rows] = y_hat[rows] + np.interp(100.0 - alpha, PERCENTILES, self.upper[name])
+        return low, high
+
+    def probability_above(self, y_hat: np.ndarray, bins: np.ndarray, threshold: float) -> np.ndarray:
+        """P(y > threshold) under each row's conformal predictive distribution."""
+        out = np.empty(len(y_hat))
+        for name in np.unique(bins.astype(str)):
+            rows = bins == name
+            middle = (self.lower[name] + self.upper[name]) / 2.0
+            below = np.interp(threshold - y_hat[rows], middle, PERCENTILES, left=0.0, right=100.0)
+            out[rows] = 1.0 - below / 100.0
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "percentiles": PERCENTILES.tolist(),
+            "bins": {
+                name: {"n": self.counts[name], "lower": _finite(self.lower[name]), "upper": _finite(self.upper[name])}
+                for name in self.lower
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CalibrationTable":
+        if list(np.round(data["percentiles"], 1)) != list(PERCENTILES):
+            raise ValueError("calibration table percentiles differ from this version's")
+        bins = data["bins"]
+        return cls(
+            lower={k: np.array(v["lower"], float) for k, v in bins.items()},
+            upper={k: np.array(v["upper"], float) for k, v in bins.items()},
+            counts={k: int(v["n"]) for k, v in bins.items()},
+        )
+
+
+def _finite(values: np.ndarray) -> list[float]:
+    return [float(v) for v in values]
+
+
+def fit_table(residuals: np.ndarray, keys: Sequence[Sequence[str]]) -> CalibrationTable:
+    """Calibrate on out-of-fold log residuals; ``keys`` gives each row's bin chain, finest first.
+
+    Every level of every chain with at least :data:`MIN_BIN_SIZE` residuals
+    gets its own table, and the pooled bin always does.
+    """
+    from crepes import ConformalPredictiveSystem
+
+    residuals = np.asarray(residuals, float)
+    members: dict[str, list[int]] = {POOLED: list(range(len(residuals)))}
+    for i, chain in enumerate(keys):
+        for key in chain:
+            if key != POOLED:
+                members.setdefault(key, []).append(i)
+    lower: dict[str, np.ndarray] = {}
+    upper: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    low_grid = PERCENTILES
+    for name, rows in members.items():
+        if len(rows) < MIN_BIN_SIZE and name != POOLED:
+            continue
+        cps = ConformalPredictiveSystem().fit(residuals[rows])
+        with warnings.catch_warnings():
+            # Extreme percentiles of small bins are unresolvable; crepes warns, the tables hold the extreme value.
+            warnings.simplefilter("ignore")
+            low = cps.predict(np.zeros(1), lower_percentiles=low_grid, smoothing=False)[0]
+            high = cps.predict(np.zeros(1), higher_percentiles=low_grid, smoothing=False)[0]
+        # Percentiles beyond what n residuals can resolve come back infinite: hold the last finite value.
+        lower[name] = _hold_finite(np.asarray(low, float))
+        upper[name] = _hold_finite(np.asarray(high, float))
+        counts[name] = len(rows)
+    return CalibrationTable(lower, upper, counts)
+
+
+def _hold_finite(values: np.ndarray) -> np.ndarray:
+    finite = np.isfinite(values)
+    if not finite.any():
+        return np.zeros_like(values)
+    idx = np.flatnonzero(finite)
+    return np.interp(np.arange(len(values)), idx, values[idx])
+
+
+
+# -- Mondrian bins ------------------------------------------------------------
+
+#: Architectures whose step crosses the network, so the tier can be its own bin.
+_NETWORKED = ("allreduce-cluster", "ps-worker")
+
+
+def step_bin_keys(architecture: np.ndarray, network: np.ndarray) -> list[tuple[str, ...]]:
+    """Each job's bin chain for step-time intervals: architecture and tier, architecture, pooled."""
+    keys = []
+    for arch, net in zip(architecture, network):
+        if arch in _NETWORKED:
+            keys.append((f"{arch}|{net}", str(arch), POOLED))
+        else:
+            keys.append((str(arch), POOLED))
+    return keys
+
+
+#: Kinds of what-if a speedup is calibrated for, as changed job fields.
+PAIR_KINDS = ("architecture", "network", "gpus", "intra_node_link", "gpu", "precision", "batch_size_per_gpu")
+IDENTITY = "identity"
+MIXED = "mixed"
+
+
+def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.ndarray:
+    """What each what-if changes: one kind from :data:`PAIR_KINDS`, ``identity`` or ``mixed``.
+
+    A change of architecture counts as one kind whatever else moves with it
+    (PS/Worker to AllReduce over NVLink changes the link and the node count too).
+    ``base`` and ``target`` hold flat job columns plus ``total_gpus``.
+    """
+    n = len(base["architecture"])
+    changed = {}
+    for kind in PAIR_KINDS:
+        column = "total_gpus" if kind == "gpus" else kind
+        a, b = np.asarray(base[column]), np.asarray(target[column])
+        if a.dtype.kind == "f":
+            changed[kind] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+        else:
+            changed[kind] = a.astype(str) != b.astype(str)
+    count = sum(changed[k].astype(int) for k in PAIR_KINDS if k != "architecture")
+    out = np.full(n, MIXED, object)
+    out[count == 0] = IDENTITY
+    for kind in PAIR_KINDS[1:]:
+        out[(count == 1) & changed[kind]] = kind
+    out[changed["architecture"]] = "architecture"
+    return out
+
+
+def pair_bin_keys(kinds: np.ndarray) -> list[tuple[str, ...]]:
+    return [(str(kind), POOLED) if kind not in (MIXED, IDENTITY) else (POOLED,) for kind in kinds]

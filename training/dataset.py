@@ -1,0 +1,101 @@
+"""Measured runs as a learning problem: features, the residual target and CV groups.
+
+The target is the log of measured over analytical step time; a prediction is
+the analytical time times exp(predicted residual). Groups keep related rows
+together in cross-validation: a GPU type for public benchmark rows (the same
+machine type appears many times), a topology for testbed rows, and a model
+for the model-family split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from features.analytical import BreakdownArrays
+from features.build import FeatureFrame, physical_features, raw_features
+from features.jobspec import FLAT_FIELDS
+from features.resolve import ResolvedJobs, resolve
+from features.table import validate_columns
+
+#: The analytical total the residual corrects; "overlapped" or "none" (PAI additive).
+DEFAULT_BASELINE = "overlapped"
+
+
+@dataclass
+class Dataset:
+    """Runs that resolved, with everything a fit, a CV split or an evaluation needs."""
+
+    runs: pd.DataFrame  # the accepted rows, index reset
+    resolved: ResolvedJobs
+    breakdown: BreakdownArrays
+    features: FeatureFrame
+    raw: FeatureFrame
+    baseline: str
+    log_measured_s: np.ndarray
+    log_analytical_s: np.ndarray
+    hardware_group: np.ndarray
+    model_group: np.ndarray
+
+    @property
+    def residual(self) -> np.ndarray:
+        """Target of the residual model: log(measured / analytical)."""
+        return self.log_measured_s - self.log_analytical_s
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def subset(self, mask: np.ndarray) -> "Dataset":
+        """The rows of ``mask`` (a boolean array), recomputed from their runs."""
+        return build_dataset(self.runs[mask].reset_index(drop=True), self.baseline)
+
+
+def table_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The flat job columns of a frame as numpy arrays (absent columns stay absent)."""
+    return {leaf: frame[leaf].to_numpy() for leaf in FLAT_FIELDS if leaf in frame.columns}
+
+
+def hardware_groups(runs: pd.DataFrame) -> np.ndarray:
+    """GPU type for public rows; architecture, workers and servers for testbed rows."""
+    source = runs.get("source", pd.Series("", index=runs.index)).astype(str)
+    testbed = source.eq("testbed")
+    topology = (
+        "testbed:" + runs["architecture"].astype(str) + ":w" + runs["workers"].astype(str)
+        + ":p" + runs.get("parameter_servers", pd.Series("", index=runs.index)).astype(str)
+    )
+    return np.where(testbed, topology, runs["gpu"].astype(str)).astype(object)
+
+
+def build_dataset(runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Dataset:
+    """Features and targets of measured runs; rows that fail to resolve raise (load them through ``training.runs`` first)."""
+    runs = runs.reset_index(drop=True)
+    table = validate_columns(table_columns(runs), len(runs))
+    resolved = resolve(table)
+    bad = ~resolved.ok
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{bad.sum()} runs do not resolve; first (row {first}): {resolved.errors[first]}")
+    breakdown = resolved.breakdown()
+    measured = runs["measured_step_time_s"].to_numpy(float)
+    return Dataset(
+        runs=runs,
+        resolved=resolved,
+        breakdown=breakdown,
+        features=physical_features(resolved, breakdown),
+        raw=raw_features(resolved),
+        baseline=baseline,
+        log_measured_s=np.log(measured),
+        log_analytical_s=np.log(breakdown.step_time_s(baseline)),
+        hardware_group=hardware_groups(runs),
+        model_group=runs["model"].astype(str).to_numpy(object),
+    )
+
+
+def fingerprint(runs: pd.DataFrame) -> str:
+    """SHA-256 of the runs' job fields and measured times, independent of row order."""
+    columns = sorted(c for c in [*FLAT_FIELDS, "source", "source_id"] if c in runs.columns)
+    row_hashes = np.sort(pd.util.hash_pandas_object(runs[columns], index=False).to_numpy())
+    return hashlib.sha256(row_hashes.tobytes()).hexdigest()

@@ -1,0 +1,177 @@
+"""Held-out evaluation: analytical alone, pure ML and physics + residual, side by side.
+
+Every scheme holds out whole groups, trains on the rest (with its own inner
+cross-fit for calibration, so no held-out row calibrates its own interval)
+and scores the held-out rows:
+
+* ``lambda-gpu``: leave one GPU type out, scored on its Lambda runs (its
+  MLPerf runs are held out too);
+* ``testbed-tier``: leave one emulated network tier out;
+* ``testbed-architecture``: leave one testbed architecture out;
+* ``mlperf-benchmark``: leave one MLPerf benchmark out;
+* speedups of pairs of runs, both runs of a pair held out together: n to 2n
+  GPUs, PCIe to NVLink and fp32 to fp16 (Lambda, by GPU type); one tier to
+  another (testbed, by configuration); PS/Worker to AllReduce (testbed, by
+  workload, workers and tier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from training.calibration import pair_bin_keys, step_bin_keys
+from training.cv import ape, sample_weights
+from training.model import ResidualRegressor
+from training.dataset import Dataset
+from training.pairs import make_pairs, pair_log_ratios
+from training.train import fit_calibrated, summarize
+
+LAMBDA = "lambdal/deeplearning-benchmark"
+MLPERF = "mlcommons/training_results_v3.1"
+TESTBED = "testbed"
+
+
+@dataclass
+class HeldOut:
+    """Predictions for every row of a dataset from models that never saw the row's group."""
+
+    scheme: str
+    group: np.ndarray  # the held-out group of each scored row (None where not scored)
+    log_residual_model_s: np.ndarray
+    log_pure_ml_s: np.ndarray
+    lower_s: np.ndarray
+    upper_s: np.ndarray
+    pair_frames: list[pd.DataFrame] = field(default_factory=list)
+
+    @property
+    def scored(self) -> np.ndarray:
+        return self.group != None  # noqa: E711
+
+
+def source_of(ds: Dataset) -> np.ndarray:
+    return ds.runs.get("source", pd.Series([""] * len(ds))).astype(str).to_numpy()
+
+
+def held_out(
+    ds: Dataset,
+    scheme: str,
+    groups: np.ndarray,
+    scored: np.ndarray,
+    params: dict,
+    rounds: int,
+    confidence_level: float = 0.9,
+    exclude: np.ndarray | None = None,
+    pair_kinds: tuple[str, ...] = (),
+) -> HeldOut:
+    """Leave each group of ``groups`` (among ``scored`` rows) out in turn.
+
+    ``exclude[i]`` (optional) names a group key of rows that must leave
+    training together with group ``i`` (a GPU type's MLPerf runs when its
+    Lambda runs are held out).
+    """
+    n = len(ds)
+    out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(4)))
+    for group in pd.unique(groups[scored]):
+        test = scored & (groups == group)
+        train = groups != group if exclude is None else (groups != group) & (exclude != group)
+        train &= ~test
+        sub = ds.subset(train)
+        model, _, _, _ = fit_calibrated(sub, params, rounds)
+        test_ds = ds.subset(test)
+        y_hat = test_ds.log_analytical_s + model.predict(test_ds.features.values)
+        keys = step_bin_keys(test_ds.runs["architecture"].to_numpy(), test_ds.runs["network"].to_numpy())
+        low, high = model.calibration_.interval(y_hat, model.calibration_.bin_for(keys), confidence_level)
+        rows = np.flatnonzero(test)
+        out.group[rows] = group
+        out.log_residual_model_s[rows] = y_hat
+        out.lower_s[rows], out.upper_s[rows] = np.exp(low), np.exp(high)
+        out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
+        if pair_kinds:
+            out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group))
+    return out
+
+
+def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.ndarray:
+    """The same XGBoost on raw job fields, predicting log step time directly."""
+    model = ResidualRegressor(params=params, num_boost_round=rounds)
+    model.fit(train.raw.values, train.log_measured_s, sample_weight=sample_weights(train.hardware_group))
+    return model.predict(test.raw.values)
+
+
+def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, group) -> pd.DataFrame:
+    pairs = make_pairs(test.runs, test.resolved.total_gpus)
+    pairs = pairs[pairs["kind"].isin(kinds)].reset_index(drop=True)
+    if not len(pairs):
+        return pd.DataFrame()
+    measured = pair_log_ratios(pairs, test.log_measured_s)
+    predicted = pair_log_ratios(pairs, y_hat)
+    analytical = pair_log_ratios(pairs, test.log_analytical_s)
+    table = model.speedup_calibration_
+    if table is not None:
+        low, high = table.interval(predicted, table.bin_for(pair_bin_keys(pairs["kind"].to_numpy())), confidence_level)
+    else:
+        low = high = np.full(len(pairs), np.nan)
+    return pd.DataFrame(
+        {
+            "group": group,
+            "kind": pairs["kind"],
+            "measured_speedup": np.exp(measured),
+            "predicted_speedup": np.exp(predicted),
+            "analytical_speedup": np.exp(analytical),
+            "lower": np.exp(low),
+            "upper": np.exp(high),
+        }
+    )
+
+
+def step_summary(ds: Dataset, result: HeldOut, by: np.ndarray) -> pd.DataFrame:
+    """Per group of ``by`` (and overall): errors of the three models, coverage and width of the intervals."""
+    rows = result.scored
+    truth = ds.log_measured_s
+    records = []
+    keys = list(pd.unique(by[rows])) + ["all"]
+    for key in keys:
+        mask = rows & ((by == key) if key != "all" else True)
+        if not mask.any():
+            continue
+        covered = (np.exp(truth[mask]) >= result.lower_s[mask]) & (np.exp(truth[mask]) <= result.upper_s[mask])
+        width = (result.upper_s[mask] - result.lower_s[mask]) / np.exp(result.log_residual_model_s[mask])
+        record = {"group": key, "n": int(mask.sum())}
+        for name, log_pred in (
+            ("analytical", ds.log_analytical_s[mask]),
+            ("pure_ml", result.log_pure_ml_s[mask]),
+            ("residual", result.log_residual_model_s[mask]),
+        ):
+            stats = summarize(ape(log_pred, truth[mask]))
+            record.update({f"{name}_{k}": v for k, v in stats.items() if k != "n"})
+        record["coverage"] = float(covered.mean())
+        record["mean_relative_width"] = float(width.mean())
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    pairs = pd.concat(frames, ignore_index=True)
+    records = []
+    for kind, part in pairs.groupby("kind"):
+        measured = part["measured_speedup"].to_numpy()
+        covered = (measured >= part["lower"]) & (measured <= part["upper"])
+        records.append(
+            {
+                "kind": kind,
+                "pairs": len(part),
+                "analytical_mape": float(np.mean(np.abs(part["analytical_speedup"] / measured - 1))),
+                "residual_mape": float(np.mean(np.abs(part["predicted_speedup"] / measured - 1))),
+                "residual_median_ape": float(np.median(np.abs(part["predicted_speedup"] / measured - 1))),
+                "direction_right": float(np.mean(np.sign(np.log(part["predicted_speedup"])) == np.sign(np.log(measured)))),
+                "coverage": float(covered.mean()),
+            }
+        )
+    return pd.DataFrame(records)

@@ -1,0 +1,66 @@
+"""The model card shipped beside a trained model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from training.train import TrainResult
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def model_card(result: "TrainResult") -> str:
+    meta = result.metadata
+    data, domain, metrics = meta["data"], meta["domain"], result.metrics
+    sources = "\n".join(f"- {name}: {count} runs" for name, count in sorted(data["rows_by_source"].items()))
+    pairs = ", ".join(f"{kind} {n}" for kind, n in sorted(data["pairs_by_kind"].items())) or "none"
+    bins = ", ".join(f"{name} ({n})" for name, n in sorted(meta["calibration_bins"].items()))
+    ranges = "\n".join(
+        f"- {name}: {low:.3g} to {high:.3g}" for name, (low, high) in sorted(domain["ranges"].items())
+    )
+    return f"""# Step-time residual model
+
+Created {meta['created_at']}; MLflow run `{meta.get('mlflow_run_id', 'none')}`.
+
+## What it is
+XGBoost on physical features of the PAI analytical breakdown (io, compute, memory,
+communication; see `features/analytical.py`), predicting the log of measured over
+analytical ({meta['baseline']}) step time. Prediction = analytical x exp(residual).
+Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type
+or testbed topology), Mondrian by architecture and network tier; speedup intervals
+calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.
+
+## Trained on
+{data['rows']} measured runs (fingerprint `{data['fingerprint'][:16]}`):
+{sources}
+
+Pairs of runs for speedup calibration: {pairs}.
+Step-time calibration bins (runs): {bins}.
+
+## Cross-validated accuracy (grouped by GPU type / testbed topology)
+- step time MAPE {_pct(metrics['cv_mape'])}, median APE {_pct(metrics['cv_median_ape'])},
+  within 10% {_pct(metrics['cv_within_10pct'])}, within 20% {_pct(metrics['cv_within_20pct'])}
+- the analytical model alone on the same runs: MAPE {_pct(metrics['analytical_mape'])},
+  median APE {_pct(metrics['analytical_median_ape'])}
+
+See `predict evaluate` for held-out evaluations by GPU type, tier, architecture and benchmark.
+
+## Where it is valid
+GPU types seen: {', '.join(domain['gpus'])}.
+Architectures seen: {', '.join(domain['architectures'])}. Models seen: {', '.join(domain['models'])}.
+Feature ranges seen:
+{ranges}
+
+## Where it is not
+- Jobs outside these ranges, or on a GPU type it has not seen, are flagged in the output
+  (`extrapolation`); their intervals use the pooled out-of-group residuals and should be read
+  as rough.
+- Public GPU runs are single-node PyTorch (Lambda) or heavily tuned multi-node submissions
+  (MLPerf): PS/Worker and Ethernet-tier effects are learned from the CPU testbed only, at
+  scaled-down bandwidths (emulated links), not from GPU clusters.
+- Frameworks other than PyTorch (TensorFlow, MXNet in MLPerf) are few; their residuals are
+  less certain.
+"""

@@ -1,0 +1,184 @@
+"""The evaluation report: every held-out scheme, as markdown tables and PNG plots."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from training.dataset import Dataset
+from training.evaluate import LAMBDA, MLPERF, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
+from training.refit import random_effects_kappa, shrunken_offset
+
+FEW_SHOT_K = (1, 3, 10)
+FEW_SHOT_REPEATS = 20
+
+
+@dataclass
+class Evaluation:
+    steps: dict[str, pd.DataFrame]
+    pairs: pd.DataFrame
+    few_shot: pd.DataFrame
+    seconds: float
+
+
+def _testbed_config(runs: pd.DataFrame, drop: tuple[str, ...]) -> np.ndarray:
+    columns = [c for c in ("model", "batch_size_per_gpu", "architecture", "workers", "parameter_servers", "network") if c not in drop]
+    return runs[columns].astype(str).agg("|".join, axis=1).to_numpy(object)
+
+
+def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: float = 0.9, progress=None) -> Evaluation:
+    """All schemes of :mod:`training.evaluate` on one dataset with fixed hyperparameters."""
+    started = time.perf_counter()
+    source = source_of(ds)
+    runs = ds.runs
+    gpu = runs["gpu"].astype(str).to_numpy(object)
+    steps: dict[str, pd.DataFrame] = {}
+    pair_frames: list[pd.DataFrame] = []
+    results: dict[str, HeldOut] = {}
+
+    def note(text: str) -> None:
+        if progress is not None:
+            progress(text)
+
+    is_lambda, is_mlperf, is_testbed = source == LAMBDA, source == MLPERF, source == TESTBED
+    if is_lambda.any():
+        note("leave one GPU type out (Lambda)")
+        # A GPU type's MLPerf runs leave training with its Lambda runs.
+        result = held_out(ds, "lambda-gpu", gpu, is_lambda, params, rounds, confidence_level,
+                          exclude=gpu, pair_kinds=("gpus", "intra_node_link", "precision"))
+        results["lambda-gpu"] = result
+        steps["Lambda, leave one GPU type out"] = step_summary(ds, result, gpu)
+        steps["Lambda, leave one GPU type out, by architecture"] = step_summary(ds, result, runs["architecture"].to_numpy(object))
+        pair_frames += result.pair_frames
+    if is_testbed.any():
+        network = runs["network"].astype(str).to_numpy(object)
+        note("leave one tier out (testbed)")
+        tiers = np.where(is_testbed & (runs["architecture"] != "single").to_numpy(), network, None)
+        result = held_out(ds, "testbed-tier", tiers, tiers != None, params, rounds, confidence_level)  # noqa: E711
+        steps["Testbed, leave one network tier out"] = step_summary(ds, result, network)
+        note("leave one architecture out (testbed)")
+        arch = np.where(is_testbed, runs["architecture"].astype(str).to_numpy(object), None)
+        result = held_out(ds, "testbed-architecture", arch, is_testbed, params, rounds, confidence_level)
+        steps["Testbed, leave one architecture out"] = step_summary(ds, result, arch)
+        note("tier changes, by configuration (testbed)")
+        config = np.where(is_testbed, _folds_of(_testbed_config(runs, drop=("network",))), None)
+        result = held_out(ds, "testbed-config", config, is_testbed, params, rounds, confidence_level, pair_kinds=("network",))
+        pair_frames += result.pair_frames
+        steps["Testbed, leave configurations out (5 folds), by architecture"] = step_summary(ds, result, arch)
+        note("PS/Worker to AllReduce, by workload and tier (testbed)")
+        config = np.where(is_testbed, _folds_of(_testbed_config(runs, drop=("architecture", "parameter_servers"))), None)
+        result = held_out(ds, "testbed-arch-pairs", config, is_testbed, params, rounds, confidence_level, pair_kinds=("architecture",))
+        pair_frames += result.pair_frames
+    if is_mlperf.any():
+        note("leave one benchmark out (MLPerf)")
+        model = runs["model"].astype(str).to_numpy(object)
+        result = held_out(ds, "mlperf-benchmark", model, is_mlperf, params, rounds, confidence_level, exclude=np.where(is_mlperf, model, None))
+        steps["MLPerf v3.1, leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
+    few_shot = few_shot_refit(ds, results.get("lambda-gpu"), gpu)
+    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started)
+
+
+def _folds_of(config: np.ndarray, n_folds: int = 5) -> np.ndarray:
+    """Configurations dealt round-robin into ``n_folds`` groups (whole configurations per fold)."""
+    labels = sorted(set(config))
+    fold = {label: f"fold-{i % n_folds}" for i, label in enumerate(labels)}
+    return np.array([fold[c] for c in config], object)
+
+
+def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed: int = 0) -> pd.DataFrame:
+    """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit."""
+    if result is None:
+        return pd.DataFrame()
+    rng = np.random.default_rng(seed)
+    scored = result.scored
+    residual = ds.log_measured_s - result.log_residual_model_s
+    kappa = random_effects_kappa(residual[scored], groups[scored])
+    records = []
+    for group in pd.unique(groups[scored]):
+        rows = np.flatnonzero(scored & (groups == group))
+        if len(rows) < max(FEW_SHOT_K) + 5:
+            continue
+        for k in FEW_SHOT_K:
+            before, after = [], []
+            for _ in range(FEW_SHOT_REPEATS):
+                chosen = rng.choice(rows, k, replace=False)
+                rest = np.setdiff1d(rows, chosen)
+                offset = shrunken_offset(residual[chosen], kappa)
+                before.append(np.mean(np.abs(np.exp(-residual[rest]) - 1)))
+                after.append(np.mean(np.abs(np.exp(-(residual[rest] - offset)) - 1)))
+            records.append({"group": group, "k": k, "mape_no_refit": np.mean(before), "mape_refit": np.mean(after)})
+    frame = pd.DataFrame(records)
+    if len(frame):
+        overall = frame.groupby("k")[["mape_no_refit", "mape_refit"]].mean().reset_index().assign(group="all (mean over GPU types)")
+        frame = pd.concat([frame, overall], ignore_index=True)
+    return frame
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    if frame is None or not len(frame):
+        return "_no rows_\n"
+    shown = frame.copy()
+    for column in shown.columns:
+        if shown[column].dtype.kind == "f":
+            is_share = any(t in column for t in ("mape", "ape", "within", "coverage", "width", "direction"))
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else (f"{100 * v:.1f}%" if is_share else f"{v:.3g}"))
+    header = "| " + " | ".join(map(str, shown.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, rounds: int) -> Path:
+    """report.md and PNGs in ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections = [
+        "# Held-out evaluation of the step-time predictor\n",
+        f"{len(ds)} measured runs; XGBoost settings {params}, {rounds} rounds. "
+        f"Evaluation took {ev.seconds:.0f} s. Three predictors: **analytical** (the PAI breakdown, "
+        f"{ds.baseline}), **pure_ml** (the same XGBoost on raw job fields and catalogue figures, no "
+        "physics), **residual** (analytical x learned residual). Coverage is that of the residual "
+        "model's 90% conformal intervals; width is their mean width relative to the prediction.\n",
+    ]
+    for title, frame in ev.steps.items():
+        sections.append(f"## {title}\n\n{_markdown(frame)}")
+        slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+        body = frame[frame["group"] != "all"]
+        if len(body) > 1:
+            fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(body) + 2), 4))
+            x = np.arange(len(body))
+            for i, name in enumerate(("analytical", "pure_ml", "residual")):
+                ax.bar(x + (i - 1) * 0.27, 100 * body[f"{name}_mape"], width=0.27, label=name)
+            ax.set_xticks(x, body["group"].astype(str), rotation=60, ha="right", fontsize=7)
+            ax.set_ylabel("MAPE (%)")
+            ax.set_yscale("log")
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            fig.savefig(out_dir / f"{slug}.png", dpi=110)
+            plt.close(fig)
+            sections.append(f"![{title}]({slug}.png)\n")
+    sections.append("## Speedups of held-out pairs of runs\n\n" + _markdown(ev.pairs))
+    sections.append(
+        "Each pair's two runs were held out together; `direction_right` is the share of pairs whose "
+        "predicted speedup is on the right side of 1x.\n"
+    )
+    sections.append("## Refit to a new cluster (few-shot, Lambda GPU types held out)\n\n" + _markdown(
+        ev.few_shot[ev.few_shot["group"].astype(str).str.startswith("all")] if len(ev.few_shot) else ev.few_shot
+    ))
+    sections.append(
+        "k runs of the held-out GPU type refit a shrunken log offset (see `training/refit.py`); MAPE on "
+        f"that type's other runs, mean over {FEW_SHOT_REPEATS} draws and over GPU types.\n"
+    )
+    path = out_dir / "report.md"
+    path.write_text("\n".join(sections))
+    return path

@@ -1,0 +1,164 @@
+"""Training: tune, cross-fit, calibrate, fit, save, track.
+
+1. Build the dataset (features of the analytical breakdown; target: the log
+   residual of measured over analytical step time).
+2. Tune XGBoost with Optuna on grouped cross-validation (:mod:`training.tune`).
+3. Cross-fit with the chosen settings, grouped by hardware: every run gets an
+   out-of-fold prediction from a model that never saw its GPU type (or
+   testbed topology). Their residuals calibrate the step-time intervals,
+   Mondrian by architecture and network tier; the residuals of pairs of runs
+   calibrate the log speedup, Mondrian by kind of what-if (CV+ style).
+4. Fit the final model on every run and save the artefact.
+5. Log the run to MLflow (parameters, per-fold and per-group metrics, feature
+   importances, a calibration plot, the data's fingerprint, the model as a
+   pyfunc) and register the model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from training.artefact import save_artefact
+from training.calibration import pair_bin_keys, step_bin_keys
+from training.cv import ape, group_folds, out_of_fold, sample_weights
+from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint
+from training.model import ResidualRegressor
+from training.pairs import make_pairs, pair_log_ratios
+from training.refit import random_effects_kappa
+from training.model_card import model_card
+from training.tracking import log_training, tracked_run
+from training.tune import N_SPLITS, TuningResult, tune
+
+DOMAIN_RANGE_FEATURES = (
+    "log_total_gpus",
+    "log_batch_size_per_gpu",
+    "log_flops_per_sample",
+    "log_peak_flops_per_s",
+    "workers_per_server",
+)
+
+
+@dataclass
+class TrainResult:
+    model: ResidualRegressor
+    dataset: Dataset
+    tuning: TuningResult
+    oof_log_step_s: np.ndarray
+    pairs: pd.DataFrame
+    metrics: dict[str, float]
+    fold_metrics: list[dict[str, float]]
+    group_metrics: dict[str, float]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    run_id: str | None = None
+
+
+def summarize(ape_values: np.ndarray) -> dict[str, float]:
+    """MAPE, median APE and the shares within 10 % and 20 % (fractions)."""
+    values = ape_values[np.isfinite(ape_values)]
+    if not len(values):
+        return {"mape": float("nan"), "median_ape": float("nan"), "within_10pct": float("nan"), "within_20pct": float("nan"), "n": 0}
+    return {
+        "mape": float(values.mean()),
+        "median_ape": float(np.median(values)),
+        "within_10pct": float((values <= 0.10).mean()),
+        "within_20pct": float((values <= 0.20).mean()),
+        "n": int(len(values)),
+    }
+
+
+def fit_calibrated(
+    ds: Dataset, params: dict, num_boost_round: int, seed: int = 0
+) -> tuple[ResidualRegressor, np.ndarray, pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
+    """Cross-fit for calibration, then fit on everything; returns the model, OOF log step times, pairs and folds."""
+    folds = group_folds(ds.hardware_group, N_SPLITS + 1)
+    oof_residual = out_of_fold(ds, folds, params, num_boost_round)
+    oof_log_step = ds.log_analytical_s + oof_residual
+    step_keys = step_bin_keys(ds.runs["architecture"].to_numpy(), ds.runs["network"].to_numpy())
+    pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
+    pair_residuals = pair_log_ratios(pairs, ds.log_measured_s) - pair_log_ratios(pairs, oof_log_step)
+    model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
+    model.fit(ds.features.values, ds.residual, sample_weight=sample_weights(ds.hardware_group), feature_names=ds.features.names)
+    model.calibrate(
+        ds.log_measured_s - oof_log_step,
+        step_keys,
+        pair_residuals=pair_residuals,
+        pair_keys=pair_bin_keys(pairs["kind"].to_numpy()),
+    )
+    return model, oof_log_step, pairs, folds
+
+
+def training_domain(ds: Dataset) -> dict[str, Any]:
+    """What the model has seen: GPU types, architectures, models and feature ranges."""
+    return {
+        "gpus": sorted(set(ds.runs["gpu"].astype(str))),
+        "architectures": sorted(set(ds.runs["architecture"].astype(str))),
+        "models": sorted(set(ds.runs["model"].astype(str))),
+        "networks": sorted(set(ds.runs["network"].astype(str))),
+        "ranges": {
+            name: [float(np.nanmin(ds.features.column(name))), float(np.nanmax(ds.features.column(name)))]
+            for name in DOMAIN_RANGE_FEATURES
+        },
+    }
+
+
+def train(
+    runs: pd.DataFrame,
+    *,
+    trials: int = 50,
+    seed: int = 0,
+    out_dir: Path = Path("models/default"),
+    tracking_uri: str | None = None,
+    register: bool = True,
+    progress: bool = True,
+    sources: list[str] | None = None,
+    baseline: str = DEFAULT_BASELINE,
+) -> TrainResult:
+    """Train, calibrate and save the residual model on measured ``runs``; track it in MLflow."""
+    started = dt.datetime.now(dt.timezone.utc)
+    ds = build_dataset(runs, baseline)
+    tuning = tune(ds, trials, seed=seed, progress=progress)
+    model, oof_log_step, pairs, folds = fit_calibrated(ds, tuning.params, tuning.num_boost_round, seed)
+
+    errors = ape(oof_log_step, ds.log_measured_s)
+    analytical_errors = ape(ds.log_analytical_s, ds.log_measured_s)
+    metrics = {f"cv_{k}": v for k, v in summarize(errors).items()}
+    metrics.update({f"analytical_{k}": v for k, v in summarize(analytical_errors).items()})
+    fold_metrics = [summarize(errors[valid]) | {"fold": k} for k, (_, valid) in enumerate(folds)]
+    group_metrics = {
+        str(group): summarize(errors[ds.hardware_group == group])["mape"] for group in np.unique(ds.hardware_group)
+    }
+    metadata = {
+        "created_at": started.isoformat(timespec="seconds"),
+        "baseline": baseline,
+        "feature_names": list(ds.features.names),
+        "params": tuning.params,
+        "num_boost_round": tuning.num_boost_round,
+        "tuning": {"trials": tuning.n_trials, "pruned": tuning.n_pruned, "best_cv_mape": tuning.best_mape},
+        "data": {
+            "fingerprint": fingerprint(ds.runs),
+            "rows": len(ds),
+            "sources": sources or sorted(set(ds.runs.get("source", pd.Series(["unknown"])).astype(str))),
+            "rows_by_source": ds.runs.get("source", pd.Series(["unknown"] * len(ds))).astype(str).value_counts().to_dict(),
+            "pairs_by_kind": pairs["kind"].value_counts().to_dict(),
+        },
+        "domain": training_domain(ds),
+        "refit_prior": {"kappa": random_effects_kappa(ds.log_measured_s - oof_log_step, ds.hardware_group)},
+        "metrics": metrics,
+        "calibration_bins": model.calibration_.counts,
+        "speedup_calibration_bins": model.speedup_calibration_.counts if model.speedup_calibration_ else {},
+    }
+    result = TrainResult(model, ds, tuning, oof_log_step, pairs, metrics, fold_metrics, group_metrics, metadata)
+    with tracked_run(tracking_uri, run_name=f"train-{started:%Y%m%dT%H%M%S}") as run_id:
+        result.run_id = metadata["mlflow_run_id"] = run_id
+        result.path = save_artefact(
+            out_dir, model.booster_, model.calibration_, model.speedup_calibration_, metadata, model_card(result)
+        )
+        log_training(result, result.path, register=register)
+    return result
