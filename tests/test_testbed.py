@@ -1,0 +1,322 @@
+"""The testbed collector: tiers, plans, run ids and rows, the models, and a real smoke collection.
+
+The collection tests need root, iproute2 (ip, tc) and torch; they skip with
+the reason otherwise. The smoke collection takes about 30 s on two cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from features.errors import SpecError
+from training.testbed.measure import Measurement, spread_rel, summarize
+from training.testbed.plan import MODELS, RunConfig, Topology, make_plan
+from training.testbed.results import RUN_COLUMNS, RunContext, append_row, measured_keys, read_rows, run_row
+from training.testbed.tiers import parse_tier, parse_tiers
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _testbed_skip_reason() -> str | None:
+    from training.testbed.netns import TestbedUnavailable, check_available
+
+    if not HAS_TORCH:
+        return "torch is not installed (pip install torch==2.13.0)"
+    try:
+        check_available()  # root, ip and tc, and the capabilities to use them
+    except TestbedUnavailable as reason:
+        return str(reason)
+    return None
+
+
+needs_testbed = pytest.mark.skipif(_testbed_skip_reason() is not None, reason=_testbed_skip_reason() or "")
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
+
+
+# --- tiers -----------------------------------------------------------------
+
+
+def test_tier_parsing_and_names():
+    tier = parse_tier("250m")
+    assert tier.rate_mbit_per_s == 250
+    assert tier.link_name == "emulated-250m"
+    assert tier.bw_bytes_per_s == 250e6 / 8
+    assert tier.tc_rate == "250mbit"
+    assert parse_tier("1g").link_name == "emulated-1g"
+    assert parse_tier("emulated-4g").rate_mbit_per_s == 4000
+    assert parse_tier("100mbit").label == "100m"
+    assert parse_tier("2.5g").label == "2.5g"
+
+
+def test_the_25_to_100_gbit_ratio_is_kept():
+    assert parse_tier("1g").bw_bytes_per_s / parse_tier("250m").bw_bytes_per_s == 4.0
+
+
+def test_tier_lists_are_sorted_slowest_first_without_duplicates():
+    assert [t.label for t in parse_tiers("1g,250m,1g")] == ["250m", "1g"]
+
+
+def test_bad_tier_names_the_field_and_the_allowed_form():
+    with pytest.raises(SpecError) as error:
+        parse_tier("fast")
+    assert error.value.field == "tier"
+    assert "250m" in str(error.value)
+
+
+def test_token_bucket_burst_is_small_next_to_a_gradient_message():
+    # 64 KiB floor; 1 ms at the rate above it: 4 Gbit/s -> 500,000 bytes.
+    assert parse_tier("250m").burst_bytes == 65536
+    assert parse_tier("4g").burst_bytes == 500_000
+    args = parse_tier("1g").tbf_args()
+    assert args[:3] == ["tbf", "rate", "1000mbit"]
+
+
+# --- plans and run ids -------------------------------------------------------
+
+
+def test_run_id_is_stable_and_readable():
+    config = RunConfig(Topology("ps-worker", 4, 2), "testbed-recsys", 128, parse_tier("250m"))
+    assert config.run_id == "ps-worker/w4-s2/testbed-recsys/b128/emulated-250m"
+    assert config.name == "testbed-recsys-ps-worker-w4-s2-b128-emulated-250m"
+    single = RunConfig(Topology("single"), "testbed-resnet", 8, None)
+    assert single.run_id == "single/testbed-resnet/b8/loopback"
+    assert RunConfig(Topology("allreduce-cluster", 3), "testbed-resnet", 8, parse_tier("1g")).run_id == (
+        "allreduce-cluster/n3/testbed-resnet/b8/emulated-1g"
+    )
+
+
+def test_networked_runs_need_a_tier_and_local_runs_have_none():
+    with pytest.raises(SpecError):
+        RunConfig(Topology("allreduce-cluster", 2), "testbed-recsys", 32, None)
+    with pytest.raises(SpecError):
+        RunConfig(Topology("single"), "testbed-recsys", 32, parse_tier("1g"))
+    with pytest.raises(SpecError):
+        Topology("ps-worker", 2, 0)
+
+
+def test_job_columns_follow_the_job_conventions():
+    local = Topology("allreduce-local", 4).job_columns()
+    assert (local["workers"], local["gpus_per_worker"], local["nodes"], local["gpus_per_node"]) == (1, 4, 1, 4)
+    cluster = Topology("allreduce-cluster", 3).job_columns()
+    assert (cluster["workers"], cluster["gpus_per_worker"], cluster["nodes"], cluster["gpus_per_node"]) == (3, 1, 3, 1)
+    ps = Topology("ps-worker", 4, 2).job_columns()
+    assert (ps["workers"], ps["parameter_servers"], ps["gpu"], ps["intra_node_link"]) == (4, 2, "cpu-host", "shared-memory")
+
+
+def test_smoke_plan_covers_three_architectures_at_two_tiers():
+    runs = make_plan("smoke").runs()
+    assert {r.topology.architecture for r in runs} == {"single", "allreduce-cluster", "ps-worker"}
+    for architecture in ("allreduce-cluster", "ps-worker"):
+        assert {r.network for r in runs if r.topology.architecture == architecture} == {"emulated-250m", "emulated-1g"}
+
+
+def test_full_plan_spans_the_grid():
+    plan = make_plan("full")
+    runs = plan.runs()
+    assert len(runs) >= 300
+    assert len({r.run_id for r in runs}) == len(runs)
+    assert len(plan.tiers) >= 3
+    assert {r.model for r in runs} == set(MODELS)
+    ps = [r.topology for r in runs if r.topology.architecture == "ps-worker"]
+    assert {t.workers for t in ps} == {2, 3, 4} and {t.servers for t in ps} == {1, 2}
+    for model in MODELS:
+        assert len({r.batch_size for r in runs if r.model == model}) >= 3
+
+
+def test_unknown_plan_is_a_spec_error():
+    with pytest.raises(SpecError):
+        make_plan("huge")
+
+
+# --- measurement and rows -----------------------------------------------------
+
+
+def test_spread_is_interquartile_range_over_median():
+    # Quartiles of 1..5 (linear): 2 and 4, median 3.
+    assert spread_rel([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2 / 3)
+    assert math.isnan(spread_rel([]))
+
+
+def test_allreduce_communication_is_the_step_not_explained_by_compute():
+    report = {"step_s": [0.10, 0.12, 0.11], "compute_probe_s": [0.03, 0.04, 0.05]}
+    m = summarize("allreduce-cluster", report)
+    assert (m.step_time_s, m.compute_s, m.repeats) == (pytest.approx(0.11), pytest.approx(0.04), 3)
+    assert m.comm_s == pytest.approx(0.07)
+
+
+def test_rows_have_exactly_the_run_table_columns(tmp_path):
+    config = RunConfig(Topology("ps-worker", 2, 1), "testbed-recsys", 64, parse_tier("250m"))
+    context = RunContext(host="h", system="s", software="torch", collected_at="2026-01-01")
+    row = run_row(config, Measurement(0.2, 0.05, 7, 0.01, 0.19), context)
+    assert tuple(row) == RUN_COLUMNS
+    assert (row["source"], row["source_id"], row["network"], row["gpu"]) == (
+        "testbed", config.run_id, "emulated-250m", "cpu-host"
+    )
+    path = tmp_path / "runs.csv"
+    append_row(path, row)
+    append_row(path, run_row(RunConfig(Topology("single"), "testbed-resnet", 8, None), Measurement(0.1, 0.0, 5, 0.1, 0.0), context))
+    rows = read_rows(path)
+    assert len(rows) == 2 and float(rows[0]["measured_step_time_s"]) == 0.2
+    assert measured_keys(rows) == {("h", config.run_id), ("h", "single/testbed-resnet/b8/loopback")}
+
+
+# --- models --------------------------------------------------------------------
+
+
+@needs_torch
+def test_models_build_deterministically_with_documented_sizes():
+    import torch
+
+    from features.model_defs.testbed import TESTBED_MODELS
+
+    # Parameter counts from the shapes in the docstrings, e.g. recsys:
+    # 16384*16 + (13*32+32) + (32*16+16) + (144*64+64) + (64+1) = 272,465.
+    expected = {"testbed-recsys": 272_465, "testbed-resnet": 78_042, "testbed-transformer": 931_328}
+    assert set(TESTBED_MODELS) == set(MODELS)
+    for name, spec in TESTBED_MODELS.items():
+        model = spec.build(0)
+        assert sum(p.numel() for p in model.parameters()) == expected[name]
+        first, second = spec.make_batch(4, 7), spec.make_batch(4, 7)
+        for a, b in zip(first.inputs, second.inputs):
+            assert torch.equal(a, b)
+        again = spec.build(0)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
+        loss = spec.loss(model, first)
+        assert torch.isfinite(loss)
+
+
+@needs_torch
+def test_recsys_embedding_gradient_is_dense():
+    from features.model_defs.testbed import TESTBED_MODELS
+
+    spec = TESTBED_MODELS["testbed-recsys"]
+    model = spec.build(0)
+    spec.loss(model, spec.make_batch(8, 0)).backward()
+    grad = model.embedding.weight.grad
+    assert not grad.is_sparse and tuple(grad.shape) == (16384, 16)
+
+
+@needs_torch
+def test_parameter_shards_cover_the_vector_once():
+    from training.testbed.steps import shard_bounds
+
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(10, 1) == [(0, 10)]
+
+
+# --- the emulated network and a real collection ------------------------------------
+
+
+def _own_names() -> list[str]:
+    from training.testbed.netns import owner_pid, testbed_names
+
+    return [n for n in testbed_names() if owner_pid(n) == os.getpid()]
+
+
+@needs_testbed
+def test_network_is_removed_after_an_exception_inside_it():
+    from training.testbed.netns import EmulatedNetwork
+
+    with pytest.raises(RuntimeError, match="inside"):
+        with EmulatedNetwork(2) as net:
+            net.set_tier(parse_tier("250m"))
+            outer, inner = net.qdiscs(1)
+            assert "tbf" in outer and "250Mbit" in outer and "250Mbit" in inner
+            assert net.namespace(1) in _own_names()
+            raise RuntimeError("inside")
+    assert _own_names() == []
+
+
+@needs_testbed
+def test_leftovers_of_a_dead_collector_are_removed():
+    from training.testbed.netns import NAME_PREFIX, _base36, remove_stale, testbed_names
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    name = f"{NAME_PREFIX}{_base36(dead.pid, 5)}0-h0"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        assert name in remove_stale()
+        assert name not in testbed_names()
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+@needs_testbed
+def test_a_failing_run_reports_the_process_error_and_leaves_nothing_behind():
+    from training.testbed.netns import EmulatedNetwork
+    from training.testbed.plan import Timing
+    from training.testbed.processes import ProcessSet, TestbedRunError
+
+    timing = Timing(warmup_steps=0, budget_s=0.1, min_steps=1, max_steps=1, compute_probe_steps=0)
+    bad = RunConfig(Topology("single"), "testbed-nonexistent", 4, None)
+    with pytest.raises(TestbedRunError, match="unknown testbed model"):
+        with EmulatedNetwork(1) as net:
+            procs = ProcessSet(Topology("single"), net, 29400)
+            with procs:
+                procs.run(timing.request(bad), timeout_s=60)
+    assert _own_names() == []
+    assert procs.log_dir.exists()  # kept for the error message, which names it
+    shutil.rmtree(procs.log_dir)
+
+
+@pytest.fixture(scope="module")
+def smoke_rows(tmp_path_factory):
+    from training.testbed.collect import collect
+
+    out = tmp_path_factory.mktemp("testbed") / "runs.csv"
+    summary = collect("smoke", out, progress=lambda line: None)
+    return out, summary, read_rows(out)
+
+
+@needs_testbed
+def test_smoke_collection_writes_valid_rows(smoke_rows):
+    out, summary, rows = smoke_rows
+    assert summary.measured == len(make_plan("smoke").runs()) == len(rows)
+    assert {r["architecture"] for r in rows} == {"single", "allreduce-cluster", "ps-worker"}
+    for row in rows:
+        assert tuple(row) == RUN_COLUMNS
+        assert float(row["measured_step_time_s"]) > 0
+        assert float(row["measured_compute_s"]) > 0
+        assert float(row["measured_comm_s"]) >= 0
+        assert int(row["repeats"]) >= make_plan("smoke").timing.min_steps
+        assert (row["source"], row["gpu"], row["precision"], row["framework"]) == ("testbed", "cpu-host", "fp32", "pytorch")
+        assert row["software"].startswith("torch ")
+    assert _own_names() == []
+
+
+@needs_testbed
+def test_smoke_collection_resumes_without_measuring_again(smoke_rows):
+    from training.testbed.collect import collect
+
+    out, _, rows = smoke_rows
+    summary = collect("smoke", out, progress=lambda line: None)
+    assert (summary.measured, summary.skipped) == (0, len(rows))
+    assert len(read_rows(out)) == len(rows)
+
+
+@needs_testbed
+def test_communication_bound_parameter_server_is_slower_at_the_slower_tier(smoke_rows):
+    _, _, rows = smoke_rows
+    step = {r["network"]: float(r["measured_step_time_s"]) for r in rows if r["architecture"] == "ps-worker"}
+    # testbed-recsys pushes and pulls ~1.1 MB per worker per step; with 2
+    # workers on 1 server the server's NIC carries ~2.2 MB each way, ~145 ms
+    # at 250 Mbit/s and ~37 ms at 1 Gbit/s. Allow for noise: at least 2x.
+    assert step["emulated-250m"] > 2.0 * step["emulated-1g"]
+
+
+def test_collect_command_rejects_a_bad_plan_in_one_line():
+    from typer.testing import CliRunner
+
+    from training.testbed.cli import app
+
+    result = CliRunner().invoke(app, ["collect", "--plan", "huge", "--out", "unused.csv"])
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1

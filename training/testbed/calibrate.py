@@ -1,0 +1,231 @@
+"""Microbenchmarks that put the testbed host into the hardware catalogue.
+
+The host is a device (``cpu-host``) whose peak is what one process with one
+torch thread reaches, since every testbed process runs that way:
+
+* FP32 FLOP/s: median over repeats of a 1024 x 1024 x 1024 matmul
+  (2 * 1024**3 FLOPs each);
+* memory bandwidth: median over repeats of a STREAM-triad-like
+  ``a = b + s * c`` over three 64 Mi-element float32 arrays, counted as
+  3 * 256 MiB of DRAM traffic (two reads, one write).
+
+The links are ``shared-memory`` (what processes on one host use: gloo's
+loopback TCP, measured as goodput and one-way latency between two
+processes) and one ``emulated-<rate>`` network link per tier, whose
+bandwidth is the configured ``tc`` rate and whose latency is measured
+between two emulated hosts at that tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from features.hardware import HARDWARE_DIR
+from training.testbed.netns import EmulatedNetwork, check_available
+from training.testbed.plan import DEVICE_NAME, FULL_TIERS, INTRA_NODE_LINK, SMOKE_TIERS
+from training.testbed.tiers import Tier, parse_tiers
+
+HARDWARE_PATH = HARDWARE_DIR / "testbed.json"
+MATMUL_N = 1024
+TRIAD_ELEMENTS = 64 * 2**20
+PROBE_PORT = 5201
+COMMAND = "python -m training.testbed calibrate"
+#: The tiers the plans use.
+DEFAULT_TIERS = parse_tiers(FULL_TIERS + SMOKE_TIERS)
+
+
+@dataclass(frozen=True)
+class HostBenchmark:
+    """Single-thread FP32 matmul FLOP/s and triad memory bandwidth, medians of ``repeats``."""
+
+    fp32_flops_per_s: float
+    memory_bw_bytes_per_s: float
+    repeats: int
+    torch_version: str
+
+
+@dataclass(frozen=True)
+class LinkProbe:
+    """One-way latency (half the median 1-byte TCP round trip) and median bulk TCP goodput."""
+
+    latency_s: float
+    goodput_bytes_per_s: float
+
+
+def benchmark_host(repeats: int = 9) -> HostBenchmark:
+    """Run the matmul and triad benchmarks in this process with one torch thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.randn(MATMUL_N, MATMUL_N)
+    b = torch.randn(MATMUL_N, MATMUL_N)
+    torch.mm(a, b)
+    matmul_s = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        matmul_s.append(time.perf_counter() - start)
+    x = torch.ones(TRIAD_ELEMENTS)
+    y = torch.ones(TRIAD_ELEMENTS)
+    z = torch.empty(TRIAD_ELEMENTS)
+    torch.add(x, y, alpha=3.0, out=z)
+    triad_s = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.add(x, y, alpha=3.0, out=z)
+        triad_s.append(time.perf_counter() - start)
+    triad_bytes = 3 * TRIAD_ELEMENTS * 4
+    return HostBenchmark(
+        fp32_flops_per_s=2 * MATMUL_N**3 / statistics.median(matmul_s),
+        memory_bw_bytes_per_s=triad_bytes / statistics.median(triad_s),
+        repeats=repeats,
+        torch_version=torch.__version__,
+    )
+
+
+def probe_link(network: EmulatedNetwork, server_host: int, client_host: int, bulk_bytes: int) -> LinkProbe:
+    """TCP probe from ``client_host`` to ``server_host`` (the same host probes loopback)."""
+    address = "127.0.0.1" if server_host == client_host else network.address(server_host)
+    module = [sys.executable, "-m", "training.testbed.netprobe"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    server = subprocess.Popen(
+        network.exec_prefix(server_host) + module + ["serve", str(PROBE_PORT)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        server.stdout.readline()
+        out = subprocess.run(
+            network.exec_prefix(client_host) + module + ["probe", address, str(PROBE_PORT), str(bulk_bytes)],
+            capture_output=True, text=True, env=env, timeout=120, check=True,
+        )  # fmt: skip
+        server.wait(timeout=10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    result = json.loads(out.stdout)
+    return LinkProbe(statistics.median(result["rtt_s"]) / 2, statistics.median(result["goodput_bytes_per_s"]))
+
+
+def _meminfo_bytes() -> float:
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    raise RuntimeError("MemTotal missing from /proc/meminfo")
+
+
+def _cpu_model() -> tuple[str, str]:
+    vendor, model = "unknown", platform.processor() or "unknown"
+    with open("/proc/cpuinfo") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key.strip() == "vendor_id":
+                vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(value.strip(), value.strip())
+            elif key.strip() == "model name":
+                model = value.strip()
+                break
+    return vendor, model
+
+
+def catalogue_entries(bench: HostBenchmark, loopback: LinkProbe, tiers: dict[Tier, LinkProbe], host: str, date: str) -> dict:
+    """The ``{"devices": [...], "links": [...]}`` document of ``testbed.json``."""
+    vendor, model = _cpu_model()
+    where = f"`{COMMAND}` on {host}, {date}"
+    device = {
+        "name": DEVICE_NAME,
+        "kind": "cpu",
+        "family": DEVICE_NAME,
+        "vendor": vendor,
+        "architecture": model,
+        "form_factor": f"{os.cpu_count()}-core host",
+        "peak_fp32_flops_per_s": round(bench.fp32_flops_per_s, -6),
+        "memory_bw_bytes_per_s": round(bench.memory_bw_bytes_per_s, -6),
+        "memory_bytes": int(_meminfo_bytes()),
+        "host_link": INTRA_NODE_LINK,
+        "default_intra_node_link": INTRA_NODE_LINK,
+        "provenance": "measured",
+        "source": (
+            f"{where}: median of {bench.repeats} single-thread fp32 {MATMUL_N}^3 matmuls (torch "
+            f"{bench.torch_version}, 1 thread) and of {bench.repeats} single-thread triads a = b + s*c "
+            f"over 3 x {TRIAD_ELEMENTS * 4 // 2**20} MiB arrays"
+        ),
+        "notes": (
+            f"One testbed process (one torch thread). The host's {os.cpu_count()} cores are shared by "
+            "all processes of a run, so runs with more processes than cores see less than this per process. "
+            "memory_bytes is the host's total RAM."
+        ),
+    }
+    links = [
+        {
+            "name": INTRA_NODE_LINK,
+            "kind": "shared-memory",
+            "bw_bytes_per_s": round(loopback.goodput_bytes_per_s, -6),
+            "latency_s": float(f"{loopback.latency_s:.3g}"),
+            "provenance": "measured",
+            "source": (
+                f"{where}: median TCP goodput of 3 bulk transfers and half the median 1-byte round trip "
+                "between two processes over loopback, the path gloo takes between processes on one host"
+            ),
+            "notes": "Processes on one testbed host; single and allreduce-local runs use it.",
+        }
+    ]
+    for tier, probe in tiers.items():
+        links.append(
+            {
+                "name": tier.link_name,
+                "kind": "network",
+                "bw_bytes_per_s": tier.bw_bytes_per_s,
+                "latency_s": float(f"{probe.latency_s:.3g}"),
+                "provenance": "configured",
+                "source": (
+                    f"{tier.describe()} (bandwidth configured); latency measured by {where} as half the "
+                    "median 1-byte TCP round trip between two emulated hosts"
+                ),
+                "notes": (
+                    f"Emulated per-host NIC, each direction. Measured TCP goodput "
+                    f"{probe.goodput_bytes_per_s / 1e6:.1f} MB/s ({probe.goodput_bytes_per_s / tier.bw_bytes_per_s:.0%} "
+                    "of the rate)."
+                ),
+            }
+        )
+    return {"devices": [device], "links": links}
+
+
+def calibrate(tiers: tuple[Tier, ...], out_path: Path = HARDWARE_PATH, progress=print) -> dict:
+    """Benchmark the host and its links and write the catalogue file ``out_path``."""
+    check_available()
+    host = socket.gethostname()
+    date = datetime.now(timezone.utc).date().isoformat()
+    progress(f"calibrate: host benchmarks on {host} (one thread)")
+    bench = benchmark_host()
+    progress(
+        f"  fp32 {bench.fp32_flops_per_s / 1e9:.1f} GFLOP/s, triad {bench.memory_bw_bytes_per_s / 1e9:.1f} GB/s"
+    )
+    with EmulatedNetwork(2) as network:
+        loopback = probe_link(network, 0, 0, bulk_bytes=256 * 2**20)
+        progress(f"  shared-memory: {loopback.goodput_bytes_per_s / 1e6:.0f} MB/s, {loopback.latency_s * 1e6:.0f} us")
+        probes = {}
+        for tier in tiers:
+            network.set_tier(tier)
+            probes[tier] = probe_link(network, 1, 0, bulk_bytes=max(2**20, int(tier.bw_bytes_per_s * 0.5)))
+            progress(
+                f"  {tier.link_name}: {probes[tier].goodput_bytes_per_s / 1e6:.1f} MB/s goodput, "
+                f"{probes[tier].latency_s * 1e6:.0f} us"
+            )
+    document = catalogue_entries(bench, loopback, probes, host, date)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    progress(f"calibrate: wrote {out_path}")
+    return document
+
