@@ -141,3 +141,50 @@ def _frame(columns: dict[str, np.ndarray], resolved: ResolvedJobs) -> FeatureFra
     values = np.column_stack([np.asarray(v, float) for v in columns.values()]) if columns else np.zeros((0, 0))
     values[~resolved.ok] = np.nan
     return FeatureFrame(tuple(columns), values)
+
+
+#: Bottleneck families that explanations sum feature attributions into, in display order.
+FAMILIES = (
+    "compute",
+    "memory",
+    "intra-node communication",
+    "network communication",
+    "parameter-server fan-in",
+    "input I/O",
+    "framework and other",
+)
+
+_FAMILY_OF = {
+    "log_compute_s": "compute",
+    "share_compute": "compute",
+    "log_flops_per_sample": "compute",
+    "log_peak_flops_per_s": "compute",
+    "log_compute_over_memory": "compute",
+    "log_arithmetic_intensity_flops_per_byte": "compute",
+    "log_ridge_point_flops_per_byte": "compute",
+    "bytes_per_element": "compute",
+    "log_memory_s": "memory",
+    "share_memory": "memory",
+    "log_memory_bw_bytes_per_s": "memory",
+    "log_comm_intra_node_s": "intra-node communication",
+    "log_intra_node_bw_bytes_per_s": "intra-node communication",
+    "gpus_per_node_used": "intra-node communication",
+    "log_comm_network_s": "network communication",
+    "log_network_bw_bytes_per_s": "network communication",
+    "log_comm_s": "network communication",
+    "share_comm": "network communication",
+    "log_comm_over_device": "network communication",
+    "log_gradient_bytes": "network communication",
+    "nodes": "network communication",
+    "workers_per_server": "parameter-server fan-in",
+    "architecture_3": "parameter-server fan-in",  # ps-worker
+    "log_io_s": "input I/O",
+    "share_io": "input I/O",
+    "log_io_bytes_per_step": "input I/O",
+    "log_host_link_bw_bytes_per_s": "input I/O",
+}
+
+
+def feature_family(name: str) -> str:
+    """The bottleneck family a feature's attribution counts towards."""
+    return _FAMILY_OF.get(name, "framework and other")

@@ -117,6 +117,23 @@ def evaluate_command(
     typer.echo(f"wrote {path}")
 
 
+@_command("physics-report")
+def physics_report_command(
+    runs: RunsOption = None,
+    lambda_csv: LambdaOption = None,
+    mlperf_csv: MlperfOption = None,
+    out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/physics"),
+) -> None:
+    """Report the analytical model alone against measured runs: errors by source, architecture and tier, and speedups.
+
+    Example: predict physics-report --out reports/physics
+    """
+    from training.physics_report import write_physics_report
+
+    gathered = _gather(runs, lambda_csv, mlperf_csv)
+    typer.echo(f"wrote {write_physics_report(gathered.runs, out)}")
+
+
 @_command("refit")
 def refit_command(
     runs: Annotated[list[Path], typer.Option("--runs", help="Your cluster's measured runs (CSV or Parquet run tables).")],

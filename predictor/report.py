@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -169,3 +170,46 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.3g}" if value < 1000 else f"{value:,.0f}"
     return "" if value is None else str(value)
+
+
+def print_explanation(explanation) -> None:
+    from predictor.explain import SpeedupExplanation
+
+    if isinstance(explanation, SpeedupExplanation):
+        _console.print(f"[bold]{explanation.baseline.name}[/bold] under {' + '.join(explanation.scenario)}: {explanation.summary()}")
+        table = Table(title_justify="left")
+        table.add_column("component")
+        table.add_column("baseline (s)", justify="right")
+        table.add_column("target (s)", justify="right")
+        for name in COMPONENTS:
+            table.add_row(name, _seconds(explanation.baseline.seconds[name]), _seconds(explanation.target.seconds[name]))
+        _console.print(table)
+        factors = explanation.family_speedup_factors
+        if factors:
+            _print_factors("learned residual, baseline over target (>1 adds to the speedup)", factors)
+        return
+    _console.print(f"[bold]{explanation.name}[/bold]: {explanation.summary()}")
+    table = Table(title_justify="left")
+    table.add_column("component")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    for name in COMPONENTS:
+        table.add_row(name, _seconds(explanation.seconds[name]), f"{explanation.shares[name]:.1%}")
+    _console.print(table)
+    if explanation.family_factors:
+        _console.print(
+            f"analytical {_seconds(explanation.analytical_step_time_s)} s x residual base x{explanation.base_factor:.2f} "
+            f"x families below = {_seconds(explanation.step_time_s)} s"
+        )
+        _print_factors("learned residual by family (x>1: slower than the physics says)", explanation.family_factors)
+    else:
+        _console.print("no trained model: analytical breakdown only")
+
+
+def _print_factors(title: str, factors: dict[str, float]) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("family")
+    table.add_column("factor", justify="right")
+    for family, factor in sorted(factors.items(), key=lambda kv: -abs(math.log(kv[1]))):
+        table.add_row(family, f"x{factor:.3f}")
+    _console.print(table)

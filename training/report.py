@@ -118,7 +118,7 @@ def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed
     return frame
 
 
-def _markdown(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame) -> str:
     if frame is None or not len(frame):
         return "_no rows_\n"
     shown = frame.copy()
@@ -150,7 +150,7 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
         "model's 90% conformal intervals; width is their mean width relative to the prediction.\n",
     ]
     for title, frame in ev.steps.items():
-        sections.append(f"## {title}\n\n{_markdown(frame)}")
+        sections.append(f"## {title}\n\n{markdown_table(frame)}")
         slug = "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
         body = frame[frame["group"] != "all"]
         if len(body) > 1:
@@ -167,12 +167,12 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
             fig.savefig(out_dir / f"{slug}.png", dpi=110)
             plt.close(fig)
             sections.append(f"![{title}]({slug}.png)\n")
-    sections.append("## Speedups of held-out pairs of runs\n\n" + _markdown(ev.pairs))
+    sections.append("## Speedups of held-out pairs of runs\n\n" + markdown_table(ev.pairs))
     sections.append(
         "Each pair's two runs were held out together; `direction_right` is the share of pairs whose "
         "predicted speedup is on the right side of 1x.\n"
     )
-    sections.append("## Refit to a new cluster (few-shot, Lambda GPU types held out)\n\n" + _markdown(
+    sections.append("## Refit to a new cluster (few-shot, Lambda GPU types held out)\n\n" + markdown_table(
         ev.few_shot[ev.few_shot["group"].astype(str).str.startswith("all")] if len(ev.few_shot) else ev.few_shot
     ))
     sections.append(

@@ -1,0 +1,221 @@
+"""Why a job is slow, and why it gains (or not) under a what-if.
+
+An explanation has two layers. The analytical breakdown says where the step
+should go (shares of io, compute, memory and communication, and the link
+behind the bottleneck). The learned residual says how measured runs of jobs
+like this one differ from that: its SHAP values (XGBoost's own TreeSHAP,
+``pred_contribs``) summed into bottleneck families. In log space the
+families add up exactly to the residual minus its base value, so each is a
+multiplicative factor on the analytical time ("network communication x1.6").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from features import scenarios
+from features.analytical import COMPONENTS
+from features.build import FAMILIES, feature_family, physical_features
+from features.jobspec import flatten
+from features.table import table_from_rows
+from predictor.api import JobLike, Predictor, TablePrediction, as_job
+
+
+def family_matrix(feature_names: Sequence[str]) -> np.ndarray:
+    """0/1 matrix (features x families) that sums feature attributions into families."""
+    matrix = np.zeros((len(feature_names), len(FAMILIES)))
+    for i, name in enumerate(feature_names):
+        matrix[i, FAMILIES.index(feature_family(name))] = 1.0
+    return matrix
+
+
+def family_contributions(predictor: Predictor, result: TablePrediction) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: log contributions of each family (n x families) and the base value (n).
+
+    Their sum is the model's log residual for the job (before a refit offset,
+    which is reported with the base value).
+    """
+    from training.artefact import import_xgboost
+
+    artefact = predictor.artefact
+    frame = physical_features(result.resolved, result.breakdown)
+    xgb = import_xgboost()
+    contributions = artefact.booster.predict(xgb.DMatrix(frame.values, feature_names=list(frame.names)), pred_contribs=True)
+    families = contributions[:, :-1] @ family_matrix(frame.names)
+    base = contributions[:, -1] + artefact.metadata.get("residual_offset", 0.0)
+    return families, base
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One job: analytical shares, and the learned residual's factors by family."""
+
+    name: str
+    step_time_s: float
+    analytical_step_time_s: float
+    shares: dict[str, float]
+    seconds: dict[str, float]
+    bottleneck: str
+    bottleneck_link: str | None
+    base_factor: float | None
+    family_factors: dict[str, float]
+
+    @property
+    def dominant_family(self) -> str | None:
+        if not self.family_factors:
+            return None
+        return max(self.family_factors, key=lambda f: abs(np.log(self.family_factors[f])))
+
+    def summary(self) -> str:
+        where = f" over {self.bottleneck_link}" if self.bottleneck_link else ""
+        text = f"{self.bottleneck}{where} dominates: {self.shares[self.bottleneck]:.0%} of the analytical step"
+        family = self.dominant_family
+        if family is not None:
+            factor = self.family_factors[family]
+            direction = "slower" if factor > 1 else "faster"
+            text += f"; measured jobs like this run {direction} than the physics says, mostly through {family} (x{factor:.2f})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "step_time_s": self.step_time_s,
+            "analytical_step_time_s": self.analytical_step_time_s,
+            "breakdown_s": self.seconds,
+            "shares": self.shares,
+            "bottleneck": self.bottleneck,
+            "bottleneck_link": self.bottleneck_link,
+            "residual_base_factor": self.base_factor,
+            "family_factors": self.family_factors,
+            "summary": self.summary(),
+        }
+
+
+@dataclass(frozen=True)
+class SpeedupExplanation:
+    """Why a job gains or not under a what-if: component changes and family factor ratios."""
+
+    baseline: Explanation
+    target: Explanation
+    scenario: tuple[str, ...]
+    speedup: float
+    analytical_speedup: float
+
+    @property
+    def family_speedup_factors(self) -> dict[str, float]:
+        """Per family, how much of the speedup the learned residual adds (>1 helps the target)."""
+        return {f: self.baseline.family_factors[f] / self.target.family_factors[f] for f in self.baseline.family_factors}
+
+    def summary(self) -> str:
+        changes = sorted(
+            COMPONENTS, key=lambda c: -abs(self.baseline.seconds[c] - self.target.seconds[c])
+        )
+        lead = changes[0]
+        text = (
+            f"{self.speedup:.2f}x: the analytical model gives {self.analytical_speedup:.2f}x, mostly from "
+            f"{lead} ({self.baseline.seconds[lead]:.3g} s -> {self.target.seconds[lead]:.3g} s)"
+        )
+        factors = self.family_speedup_factors
+        if factors:
+            family = max(factors, key=lambda f: abs(np.log(factors[f])))
+            text += f"; the learned residual adjusts it by x{factors[family]:.2f} through {family}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": list(self.scenario),
+            "speedup": self.speedup,
+            "analytical_speedup": self.analytical_speedup,
+            "family_speedup_factors": self.family_speedup_factors,
+            "summary": self.summary(),
+            "baseline": self.baseline.to_dict(),
+            "target": self.target.to_dict(),
+        }
+
+
+def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Explanation:
+    if result.errors[0] is not None:
+        from features.errors import RowError
+
+        raise RowError(result.errors[0])
+    b = result.breakdown
+    seconds = dict(zip(COMPONENTS, (float(v) for v in b.component_matrix_s()[0])))
+    total = sum(seconds.values())
+    base_factor, factors = None, {}
+    if predictor.artefact is not None:
+        families, base = family_contributions(predictor, result)
+        base_factor = float(np.exp(base[0]))
+        factors = {family: float(np.exp(families[0, i])) for i, family in enumerate(FAMILIES)}
+    baseline = predictor.artefact.baseline if predictor.artefact is not None else predictor.overlap
+    return Explanation(
+        name=name,
+        step_time_s=float(result.step_time_s[0]),
+        analytical_step_time_s=float(b.step_time_s(baseline)[0]),
+        shares={c: s / total for c, s in seconds.items()},
+        seconds=seconds,
+        bottleneck=str(result.bottleneck[0]),
+        bottleneck_link=result.bottleneck_link[0],
+        base_factor=base_factor,
+        family_factors=factors,
+    )
+
+
+def explain(predictor: Predictor, job: JobLike, to: Sequence[str] | None = None) -> Explanation | SpeedupExplanation:
+    """Explain one job, or (with ``to``) its speedup under a what-if."""
+    job = as_job(job)
+    table = table_from_rows([flatten(job)])
+    if not to:
+        return _explain_row(predictor, predictor.predict_table(table), job.name)
+    steps = scenarios.parse(to)
+    result = predictor.speedup_table(table, steps)
+    base = _explain_row(predictor, result.baseline, job.name)
+    target = _explain_row(predictor, result.target, job.name)
+    return SpeedupExplanation(
+        baseline=base,
+        target=target,
+        scenario=tuple(s.text for s in steps),
+        speedup=float(result.speedup[0]),
+        analytical_speedup=base.analytical_step_time_s / target.analytical_step_time_s,
+    )
+
+
+def plot_waterfall(explanation: Explanation | SpeedupExplanation, out: Path) -> Path:
+    """A waterfall of log factors from the analytical time to the prediction (or between the two jobs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if isinstance(explanation, SpeedupExplanation):
+        steps = [("analytical speedup", np.log(explanation.analytical_speedup))]
+        steps += [(f, np.log(v)) for f, v in explanation.family_speedup_factors.items()]
+        title, end_label = f"{explanation.baseline.name}: speedup under {' + '.join(explanation.scenario)}", "predicted speedup"
+    else:
+        steps = [("analytical", np.log(explanation.analytical_step_time_s))]
+        if explanation.base_factor is not None:
+            steps.append(("residual base", np.log(explanation.base_factor)))
+        steps += [(f, np.log(v)) for f, v in explanation.family_factors.items()]
+        title, end_label = f"{explanation.name}: step time (log scale)", "predicted"
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    level = 0.0
+    for i, (label, delta) in enumerate(steps):
+        start = 0.0 if i == 0 else level
+        colour = "tab:grey" if i == 0 else ("tab:red" if delta > 0 else "tab:green")
+        ax.bar(i, delta, bottom=start, color=colour)
+        level = start + delta
+    ax.bar(len(steps), level, color="tab:blue")
+    ax.set_xticks(range(len(steps) + 1), [s[0] for s in steps] + [end_label], rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("log factor (natural log)")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
