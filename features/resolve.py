@@ -384,8 +384,9 @@ def bottleneck_links(resolved: ResolvedJobs, breakdown: BreakdownArrays, catalog
     host = np.where(resolved.device_index >= 0, cat.host_link_index[np.maximum(resolved.device_index, 0)], -1)
     intra = names[resolved.intra_link_index]
     network = names[resolved.network_link_index]
+    fan_in_names = np.array([name + " (parameter-server fan-in)" for name in cat.link_names] + [None], object)
     fan_in = breakdown.comm.ps_fan_in_bound
-    network_label = np.where(fan_in, np.char.add(network.astype(str), " (parameter-server fan-in)"), network)
+    network_label = np.where(fan_in, fan_in_names[resolved.network_link_index], network)
     comm_link = np.where(breakdown.comm.network_s >= breakdown.comm.intra_node_s, network_label, intra)
     out = np.full(len(code), None, object)
     out[code == 0] = names[host][code == 0]

@@ -61,11 +61,11 @@ def _to_allreduce(link_attr: str, preset: str) -> Callable[[JobTable, HardwareCa
     def apply(table: JobTable, catalog: HardwareCatalog) -> None:
         cols = table.columns
         link = _device_links(table, catalog, link_attr)
-        gpus = table.columns["gpu"]
-        table.fail(
-            np.array([v is None for v in link], bool) & np.array([g is not None for g in gpus], bool),
-            lambda i: str(SpecError("--to", preset, f"{gpus[i]} has no NVLink; use allreduce-pcie")),
-        )
+        codes, gpus = factorize(table.columns["gpu"])
+        for u, gpu in enumerate(gpus):
+            device = catalog.devices.find(gpu) if gpu is not None else None
+            if device is not None and getattr(device, link_attr) is None:
+                table.fail(codes == u, str(SpecError("--to", preset, f"{gpu} has no NVLink; use allreduce-pcie")))
         total = cols["workers"] * cols["gpus_per_worker"]
         fits = total <= cols["gpus_per_node"]
         cols["architecture"] = np.where(fits, "allreduce-local", "allreduce-cluster").astype(object)

@@ -251,9 +251,15 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
     if len(values) > 1000 or "pandas" in sys.modules:
         import pandas as pd
 
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-        # pandas reports a missing value as NaN; keep it None, as the small-table path does.
-        return np.asarray(codes), [None if _is_nan_or_none(u) else u for u in uniques]
+        # Missing values (None, NaN) get pandas' sentinel code -1 and become one
+        # None value at the end, as the small-table path keeps them.
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        codes, uniques = np.asarray(codes), list(uniques)
+        missing = codes < 0
+        if missing.any():
+            codes = np.where(missing, len(uniques), codes)
+            uniques.append(None)
+        return codes, uniques
     seen: dict[Any, int] = {}
     codes = np.empty(len(values), int)
     for i, value in enumerate(values):
@@ -264,7 +270,3 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
 def _is_nan(value: Any) -> bool:
     """None, or a float NaN of any kind (pandas turns missing text into NaN)."""
     return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
-
-
-def _is_nan_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -137,6 +137,33 @@ def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: Over
         print_breakdown(prediction)
 
 
+@_command("explain")
+def explain_command(
+    job: JobOption,
+    to: Annotated[list[str] | None, typer.Option("--to", help="Explain the speedup under this scenario (as in `predict speedup`).")] = None,
+    as_json: JsonOption = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a waterfall PNG of the factors.")] = None,
+    model: ModelOption = "default",
+) -> None:
+    """Explain which bottleneck dominates a job and why, or why it gains (or not) under a what-if.
+
+    Example: predict explain --job examples/jobs/resnet50-ps.json --to allreduce-nvlink --plot why.png
+    """
+    from predictor.explain import explain, plot_waterfall
+
+    explanation = explain(_predictor("none", model), job, to)
+    if plot is not None:
+        plot_waterfall(explanation, plot)
+    if as_json:
+        _echo_json(explanation.to_dict())
+    else:
+        from predictor.report import print_explanation
+
+        print_explanation(explanation)
+        if plot is not None:
+            typer.echo(f"wrote {plot}")
+
+
 @_command("devices")
 def devices_command(as_json: JsonOption = False) -> None:
     """List the GPUs and links of the hardware catalogue, with where each figure came from.
@@ -199,7 +226,7 @@ def roofline_command(
 
 
 # Commands kept in their own modules register themselves on `app`.
-from predictor import cli_training  # noqa: E402,F401
+from predictor import cli_fleet, cli_training  # noqa: E402,F401
 
 
 def main() -> None:  # pragma: no cover - console entry point
