@@ -1,0 +1,244 @@
+"""Fleet scoring: rows kept and flagged, pass-through columns, atomic output, engines, CLI, generator, report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from features.jobspec import flatten, job_from_dict
+from predictor import Predictor
+from predictor.cli import app
+from predictor.fleet import (
+    OUTPUT_COLUMNS,
+    read_fleet,
+    score_fleet,
+    score_fleet_dask,
+    score_frame,
+    summarize,
+    write_atomic,
+)
+from predictor.fleet_example import ARCHITECTURE_MIX, SOURCE, example_fleet
+from predictor.fleet_report import PAI_COMMUNICATION_SHARE, write_report
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def fleet() -> pd.DataFrame:
+    return example_fleet(300, seed=7)
+
+
+@pytest.fixture
+def bad_fleet(ps_job) -> pd.DataFrame:
+    """Twenty copies of the PS example job with extra columns; five rows broken on purpose."""
+    row = flatten(job_from_dict(ps_job))
+    frame = pd.DataFrame([row] * 20).astype({"model": object, "gpu": object})
+    frame["name"] = [f"job-{i}" for i in range(20)]
+    frame["owner"] = [f"team-{i % 3}" for i in range(20)]
+    frame["gpu_hours"] = np.arange(20, dtype=float) + 0.5
+    frame.loc[3, "model"] = None  # a missing field
+    frame.loc[7, "gpu"] = "V10"  # an unknown GPU
+    frame.loc[11, "batch_size_per_gpu"] = -64  # a negative batch
+    frame.loc[13, "gpu"] = np.nan  # a NaN where a name is required
+    frame.loc[17, "measured_step_time_s"] = -1.0  # a bad measurement fails its row too
+    return frame
+
+
+BAD_ROWS = {
+    3: "workload.model",
+    7: "unknown gpu 'V10' at cluster.gpu",
+    11: "workload.batch_size_per_gpu: -64",
+    13: "cluster.gpu is missing",
+    17: "measured.step_time_s: -1.0",
+}
+
+
+ANALYTICAL = {"model": "none"}  # the analytical model alone: these tests check its answers
+
+
+def test_rows_in_equal_rows_out_and_bad_rows_are_flagged(bad_fleet):
+    scored = score_frame(bad_fleet, ["allreduce-nvlink"], **ANALYTICAL)
+    assert len(scored) == len(bad_fleet)
+    assert list(scored["name"]) == list(bad_fleet["name"])
+    for row, message in BAD_ROWS.items():
+        assert message in scored.loc[row, "error"], scored.loc[row, "error"]
+        assert np.isnan(scored.loc[row, "step_time_s"]) and np.isnan(scored.loc[row, "speedup"])
+        assert pd.isna(scored.loc[row, "bottleneck"])
+    good = ~scored.index.isin(list(BAD_ROWS))
+    assert scored.loc[good, "error"].isna().all()
+    assert np.isfinite(scored.loc[good, ["step_time_s", "speedup", "comm_s"]].to_numpy()).all()
+
+
+def test_extra_columns_pass_through_untouched(bad_fleet):
+    scored = score_frame(bad_fleet, **ANALYTICAL)
+    for column in bad_fleet.columns:
+        pd.testing.assert_series_equal(scored[column], bad_fleet[column])
+    assert list(scored.columns) == [*bad_fleet.columns, *BASELINE_COLUMNS_ANALYTICAL, "error"]
+
+
+BASELINE_COLUMNS_ANALYTICAL = [c for c in OUTPUT_COLUMNS[:11] if c not in ("lower_s", "upper_s")]
+
+
+def test_a_fleet_row_gets_the_single_job_answer(ps_job):
+    """Scoring distinct configurations once must not mix rows: each row equals the one-job API."""
+    other = {**ps_job, "cluster": {**ps_job["cluster"], "gpu": "A100-SXM4-80GB", "network": "ethernet-100g"}}
+    jobs = [ps_job, other, ps_job, other, ps_job]
+    frame = pd.DataFrame([flatten(job_from_dict(j)) for j in jobs])
+    scored = score_frame(frame, ["allreduce-nvlink"], **ANALYTICAL)
+    predictor = Predictor(model=None)
+    for i, job in enumerate(jobs):
+        single = predictor.speedup(job, ["allreduce-nvlink"])
+        assert scored.loc[i, "step_time_s"] == pytest.approx(single.baseline.step_time_s, rel=1e-12)
+        assert scored.loc[i, "speedup"] == pytest.approx(single.speedup, rel=1e-12)
+        assert scored.loc[i, "bottleneck"] == single.baseline.breakdown.bottleneck
+        assert scored.loc[i, "throughput_samples_per_s"] == pytest.approx(8 * 64 / single.baseline.step_time_s)
+
+
+def test_chunks_and_shuffles_do_not_change_answers(fleet):
+    whole = score_frame(fleet, ["ethernet-100g"], **ANALYTICAL)
+    chunked = score_fleet(fleet, ["ethernet-100g"], chunk_rows=70, progress=False, **ANALYTICAL)
+    pd.testing.assert_frame_equal(chunked, whole)
+    order = np.random.default_rng(0).permutation(len(fleet))
+    shuffled = score_frame(fleet.iloc[order], ["ethernet-100g"], **ANALYTICAL)
+    pd.testing.assert_frame_equal(shuffled.sort_index(), whole)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_output_round_trips_in_both_formats(tmp_path, fleet, suffix):
+    scored = score_fleet(fleet, ["allreduce-nvlink"], progress=False, **ANALYTICAL)
+    path = tmp_path / f"scored{suffix}"
+    assert write_atomic(scored, path) == len(fleet)
+    back = read_fleet(path)
+    assert len(back) == len(fleet) and list(back["name"]) == list(fleet["name"])
+    np.testing.assert_allclose(back["step_time_s"], scored["step_time_s"], rtol=1e-12)
+    np.testing.assert_allclose(back["speedup"], scored["speedup"], rtol=1e-12)
+    assert list(back["error"].isna()) == list(scored["error"].isna())
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, fleet, suffix):
+    path = tmp_path / f"scored{suffix}"
+    write_atomic(fleet.iloc[:10], path)
+    before = path.read_bytes()
+
+    def interrupted():
+        yield score_frame(fleet.iloc[:100], **ANALYTICAL)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(interrupted(), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_dask_engine_equals_the_local_engine(tmp_path, fleet):
+    path = tmp_path / "fleet.parquet"
+    write_atomic(fleet, path, row_group_rows=100)  # three partitions
+    local = score_fleet(read_fleet(path), ["allreduce-nvlink"], progress=False, **ANALYTICAL)
+    distributed = score_fleet_dask(path, ["allreduce-nvlink"], n_workers=2, **ANALYTICAL)
+    pd.testing.assert_frame_equal(distributed, local)
+
+
+def test_generator_is_deterministic_and_labelled():
+    a, b = example_fleet(400, seed=3), example_fleet(400, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+    assert not example_fleet(400, seed=4).equals(a)
+    assert a["synthetic"].all() and (a["source"] == SOURCE).all()
+    assert score_frame(a, **ANALYTICAL)["error"].isna().all()  # every generated job is valid
+
+
+def test_generator_mix_follows_its_stated_shares():
+    shares = example_fleet(20_000, seed=1)["architecture"].value_counts(normalize=True)
+    for architecture, share in ARCHITECTURE_MIX.items():
+        assert shares[architecture] == pytest.approx(share, abs=0.015)
+
+
+def test_summary_counts_failures_and_scenario_misses(bad_fleet):
+    bad_fleet.loc[5, "gpu"] = "T4"  # valid, but without NVLink: the scenario does not apply
+    summary = summarize(score_frame(bad_fleet, ["allreduce-nvlink"], **ANALYTICAL), ["allreduce-nvlink"])
+    assert (summary.rows, summary.failed_rows, summary.not_applicable) == (20, 5, 1)
+    assert summary.error_rows == 6 and summary.first_errors[0][0] == 3
+    assert summary.share_faster == 1.0
+
+
+def test_report_files_and_pai_views(tmp_path, fleet):
+    scored = score_fleet(fleet, ["allreduce-nvlink"], progress=False, **ANALYTICAL)
+    report = write_report(scored, tmp_path / "report", ["allreduce-nvlink"], **ANALYTICAL)
+    for name in report.files:
+        assert (tmp_path / "report" / name).stat().st_size > 0
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    shares = {row["group"]: row for row in summary["shares"]}
+    for row in shares.values():
+        assert sum(row["per_job"].values()) == pytest.approx(1.0)
+        assert sum(row["gpu_time"].values()) == pytest.approx(1.0)
+    assert shares["single"]["per_job"]["communication"] == 0.0
+    assert shares["ps-worker"]["per_job"]["communication"] > shares["allreduce-local"]["per_job"]["communication"]
+    assert summary["study_communication_share"] == PAI_COMMUNICATION_SHARE
+    ps, ethernet = summary["ps_to_allreduce"], summary["ethernet_upgrade"]
+    assert ps["jobs"] + ps["not_applicable"] == int((fleet["architecture"] == "ps-worker").sum())
+    assert 0.0 <= ps["share_faster"] <= 1.0
+    assert ethernet["jobs"] == int(fleet["architecture"].isin(["ps-worker", "allreduce-cluster"]).sum())
+    assert ethernet["mean_speedup"] >= 1.0 and ethernet["share_faster"] == 1.0  # more bandwidth is never slower
+    assert summary["weight_unit"] == "GPU-hours" and "steps" in summary["weight_basis"]
+    assert summary["top_gains"] and summary["top_gains"][0]["GPU-hours saved"] > 0
+
+
+def test_cli_example_then_fleet_with_report(tmp_path):
+    fleet_csv, scored, report = tmp_path / "fleet.csv", tmp_path / "scored.parquet", tmp_path / "report"
+    result = invoke("fleet-example", "--n", 200, "--out", fleet_csv, "--seed", 1)
+    assert result.exit_code == 0, result.output
+    assert "wrote 200 synthetic jobs" in result.stdout
+    result = invoke("fleet", "--jobs", fleet_csv, "--to", "allreduce-nvlink", "--out", scored, "--report", report, "--model", "none")
+    assert result.exit_code == 0, result.output
+    assert "scored 200 jobs" in result.stdout and "median step time" in result.stdout
+    assert len(pd.read_parquet(scored)) == 200
+    assert (report / "report.md").is_file()
+    result = invoke("fleet", "--jobs", fleet_csv)
+    assert result.exit_code == 0 and "200 predicted, 0 failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        (None, ("--jobs", "missing.csv"), "no such file"),
+        ("notparquet.parquet", (), "cannot read it as PARQUET"),
+        ("jobs.txt", (), "allowed: a .parquet (or .pq) or .csv file"),
+        ("nogpu.csv", (), "a fleet table needs a gpu column"),
+        ("fleet.csv", ("--to", "teleport"), "unknown scenario 'teleport'"),
+        ("fleet.csv", ("--engine", "spark"), "--engine: 'spark' is not valid"),
+        ("fleet.csv", ("--out", "scored.xlsx"), "--out"),
+        (None, ("fleet-example", "--n", 0, "--out", "x.csv"), "--n: 0 is not valid"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, setup, args, message):
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "notparquet.parquet": "this is not parquet",
+        "jobs.txt": "gpu\nV100\n",
+        "nogpu.csv": "model,workers\nresnet50,2\n",
+        "fleet.csv": "model,gpu\nresnet50,V100\n",
+    }
+    if setup is not None:
+        (tmp_path / setup).write_text(files[setup])
+    command = args if args and args[0] == "fleet-example" else ("fleet", *(("--jobs", setup) if setup else ()), *args)
+    result = invoke(*command)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("to", [[], ["allreduce-nvlink"]])
+def test_an_empty_fleet_has_the_columns_and_types_of_a_scored_one(fleet, to):
+    """A Dask partition's meta is the empty case: it must match what real partitions return."""
+    full, empty = score_frame(fleet.iloc[:20], to, **ANALYTICAL), score_frame(fleet.iloc[:0], to, **ANALYTICAL)
+    assert len(empty) == 0
+    pd.testing.assert_series_equal(empty.dtypes, full.dtypes)
