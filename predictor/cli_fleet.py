@@ -30,6 +30,9 @@ def fleet_command(
     model: ModelOption = "default",
     confidence_level: LevelOption = 0.9,
     chunk_rows: Annotated[int, typer.Option("--chunk-rows", help="Rows scored at once by the local engine.")] = 200_000,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Add each job's residual factors per bottleneck family (why_* columns; needs a trained model).")
+    ] = False,
 ) -> None:
     """Score every job of a fleet: step time, breakdown, bottleneck and, with --to, the speedup.
 
@@ -54,9 +57,9 @@ def fleet_command(
         fleet.fleet_format(out, "--out")
     if engine == "local":
         frame = fleet.read_fleet(jobs)
-        chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level)
+        chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level, explain)
     else:
-        chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level)
+        chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain)
 
     # The summary needs three columns; the report needs the jobs and their predictions.
     keep = None if report is not None else [c for c in ("step_time_s", "speedup", "error")]

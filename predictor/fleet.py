@@ -229,19 +229,24 @@ def score_frame(
     overlap: str = "none",
     model: str = "default",
     confidence_level: float = 0.9,
+    explain: bool = False,
 ) -> pd.DataFrame:
     """Predictions for every row of a fleet frame: its columns, then the prediction columns.
 
     ``to`` is a scenario (``--to`` values, applied in order); ``overlap``,
     ``model`` and ``confidence_level`` choose the predictor (see
     :func:`predictor_for`). Rows, order and index are kept. The same function
-    scores a local chunk and a Dask partition.
+    scores a local chunk and a Dask partition. With ``explain`` and a learned
+    model, each job also gets its residual's factor per bottleneck family
+    (``why_<family>``, see :mod:`predictor.explain`) and the family that moves
+    it most (``why_dominant``).
     """
     steps = scenarios.parse(list(to)) if to else []
     predictor = predictor_for(overlap, model, confidence_level)
+    explain = explain and predictor.method == "learned"
     n = len(frame)
     if n == 0:
-        return _empty_scored(frame, learned=predictor.method == "learned", scenario=bool(steps))
+        return _empty_scored(frame, learned=predictor.method == "learned", scenario=bool(steps), explain=explain)
     columns = [leaf for leaf in SCORED_FIELDS if leaf in frame.columns]
     inverse, distinct = _distinct_rows(frame, columns)
     k = len(next(iter(distinct.values()))) if distinct else 1
@@ -284,6 +289,8 @@ def score_frame(
         out[name] = _categorical(values, categories, inverse)
     order = [name for name in OUTPUT_COLUMNS if name in out]
     out = {name: out[name] for name in order}
+    if explain:
+        out.update(_explanation_columns(predictor, base, inverse))
 
     if base.extrapolation is not None:
         out["extrapolation"] = pd.array(np.asarray(base.extrapolation, dtype=object), dtype="str").take(inverse)
@@ -308,13 +315,39 @@ def score_frame(
     return pd.concat([kept, pd.DataFrame(out, index=frame.index)], axis=1)
 
 
-def _empty_scored(frame: pd.DataFrame, learned: bool, scenario: bool) -> pd.DataFrame:
+def family_column(family: str) -> str:
+    """The fleet column of a bottleneck family's factor ("network communication" -> "why_network_communication")."""
+    return "why_" + "".join(c if c.isalnum() else "_" for c in family).replace("__", "_")
+
+
+def _explanation_columns(predictor, base, inverse: np.ndarray) -> dict[str, Any]:
+    """Per row: each family's factor on the analytical time and the dominant family."""
+    from features.build import FAMILIES
+    from predictor.explain import family_contributions
+
+    ok = base.resolved.ok
+    contributions = np.full((len(ok), len(FAMILIES)), np.nan)
+    if ok.any():
+        families, _ = family_contributions(predictor, base)
+        contributions[ok] = families[ok]
+    columns: dict[str, Any] = {family_column(f): np.exp(contributions[:, i])[inverse] for i, f in enumerate(FAMILIES)}
+    dominant = np.where(ok, np.argmax(np.abs(np.nan_to_num(contributions)), axis=1), -1)
+    columns["why_dominant"] = pd.Categorical.from_codes(dominant[inverse].astype(np.int16), categories=list(FAMILIES))
+    return columns
+
+
+def _empty_scored(frame: pd.DataFrame, learned: bool, scenario: bool, explain: bool = False) -> pd.DataFrame:
     """A scored frame without rows, with the columns and types a non-empty one has (a Dask ``meta``)."""
     labels = {"bottleneck": COMPONENTS, "bottleneck_link": _link_categories(), "target_bottleneck": COMPONENTS}
     text = {"extrapolation", "error"}
     names = [*BASELINE_COLUMNS, *(SCENARIO_COLUMNS if scenario else ()), "extrapolation", "error"]
     if not learned:
         names = [c for c in names if c not in ("lower_s", "upper_s", "speedup_lower", "speedup_upper", "p_speedup_gt_1", "extrapolation")]
+    if explain:
+        from features.build import FAMILIES
+
+        names += [family_column(f) for f in FAMILIES] + ["why_dominant"]
+        labels["why_dominant"] = FAMILIES
     out: dict[str, Any] = {}
     for name in names:
         if name in labels:
@@ -335,6 +368,7 @@ def iter_scored(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
+    explain: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """The local engine: :func:`score_frame` over consecutive chunks of ``chunk_rows`` rows.
 
@@ -348,7 +382,7 @@ def iter_scored(
     with tqdm(total=n, unit="jobs", unit_scale=True, disable=not show, desc="scoring", leave=False) as bar:
         for start in range(0, max(n, 1), chunk_rows):
             chunk = frame.iloc[start : start + chunk_rows]
-            yield score_frame(chunk, to, overlap, model, confidence_level)
+            yield score_frame(chunk, to, overlap, model, confidence_level, explain)
             bar.update(len(chunk))
 
 
@@ -360,9 +394,10 @@ def score_fleet(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
+    explain: bool = False,
 ) -> pd.DataFrame:
     """Every row of ``frame`` scored in process (see :func:`iter_scored`), as one frame."""
-    return pd.concat(list(iter_scored(frame, to, overlap, chunk_rows, progress, model, confidence_level)))
+    return pd.concat(list(iter_scored(frame, to, overlap, chunk_rows, progress, model, confidence_level, explain)))
 
 
 # -- Dask ----------------------------------------------------------------------
@@ -403,6 +438,7 @@ def iter_scored_dask(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
+    explain: bool = False,
 ) -> Iterator[pd.DataFrame]:
     """The Dask engine: :func:`score_frame` on every partition, handed back in order.
 
@@ -414,8 +450,8 @@ def iter_scored_dask(
     from tqdm import tqdm
 
     fleet = read_fleet_dask(path)
-    meta = score_frame(fleet._meta, to, overlap, model, confidence_level)
-    scored = fleet.map_partitions(score_frame, list(to), overlap, model, confidence_level, meta=meta)
+    meta = score_frame(fleet._meta, to, overlap, model, confidence_level, explain)
+    scored = fleet.map_partitions(score_frame, list(to), overlap, model, confidence_level, explain, meta=meta)
     if scheduler:
         cluster = None
         client = Client(scheduler)
@@ -451,9 +487,10 @@ def score_fleet_dask(
     n_workers: int = 2,
     model: str = "default",
     confidence_level: float = 0.9,
+    explain: bool = False,
 ) -> pd.DataFrame:
     """Every row of the fleet at ``path`` scored with Dask, as one frame (index 0..n-1)."""
-    parts = iter_scored_dask(path, to, overlap, scheduler, n_workers, None, model, confidence_level)
+    parts = iter_scored_dask(path, to, overlap, scheduler, n_workers, None, model, confidence_level, explain)
     return pd.concat(list(parts)).reset_index(drop=True)
 
 
