@@ -35,14 +35,18 @@ class WorkloadSpec:
 
     * ``flops_per_sample``: forward plus backward FLOPs of one training sample
       (a multiply-add counts 2).
-    * ``param_count``: all trainable parameters; ``dense_param_count`` the part
-      whose full gradient is exchanged every step (embedding tables updated
-      sparsely are excluded; where the model is trained with dense embedding
-      gradients, the two are equal).
+    * ``param_count``: all parameters of the modules a training step runs,
+      frozen ones included (Llama-2-70B under LoRA: 69 B);
+      ``dense_param_count`` the part whose full gradient is exchanged every
+      step: trainable parameters, less embedding tables updated sparsely
+      (LoRA: the adapters only; where embeddings get dense gradients, the
+      two are equal).
     * ``memory_bytes_per_sample_fp32``: DRAM traffic of one sample's training
       step in FP32 (operator inputs and outputs read and written once each,
-      no cache reuse, no fusion), weights excluded; lower precisions scale it
-      by their element size.
+      no cache reuse, no fusion beyond fused attention), weights and weight
+      gradients excluded; lower precisions scale it by their element size.
+    * ``tokens_per_sample``: for models whose public throughput counts tokens,
+      mel frames or audio samples, how many of those one sample is.
     * ``input_bytes_per_sample``: bytes one sample occupies when copied from
       host to device (decoded uint8 pixels, int64 token ids, float features).
     """
