@@ -30,7 +30,7 @@ _FLOOR_S = 1e-9
 _FLOOR = 1.0
 
 #: Bump when the feature list or its meaning changes; saved models record it.
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
         "log_param_count": _log(r.param_count),
         "log_batch_size_per_gpu": _log(r.batch_size_per_gpu),
         "log_peak_flops_per_s": _log(r.peak_flops_per_s),
+        "log_tensor_speedup": _log(r.peak_flops_per_s) - _log(r.fp32_peak_flops_per_s),
+        "device_release_year": r.device_release_year,
         "log_memory_bw_bytes_per_s": _log(r.memory_bw_bytes_per_s),
         "log_intra_node_bw_bytes_per_s": _log(r.intra_node_bw_bytes_per_s),
         "log_network_bw_bytes_per_s": _log(r.network_bw_bytes_per_s),
@@ -126,6 +128,8 @@ def raw_features(resolved: ResolvedJobs) -> FeatureFrame:
         "memory_bytes_per_sample": r.memory_bytes_per_sample,
         "input_bytes_per_sample": r.input_bytes_per_sample,
         "peak_flops_per_s": r.peak_flops_per_s,
+        "fp32_peak_flops_per_s": r.fp32_peak_flops_per_s,
+        "device_release_year": r.device_release_year,
         "memory_bw_bytes_per_s": r.memory_bw_bytes_per_s,
         "intra_node_bw_bytes_per_s": r.intra_node_bw_bytes_per_s,
         "network_bw_bytes_per_s": r.network_bw_bytes_per_s,
@@ -162,6 +166,7 @@ _FAMILY_OF = {
     "log_compute_over_memory": "compute",
     "log_arithmetic_intensity_flops_per_byte": "compute",
     "log_ridge_point_flops_per_byte": "compute",
+    "log_tensor_speedup": "compute",
     "bytes_per_element": "compute",
     "log_memory_s": "memory",
     "share_memory": "memory",

@@ -43,6 +43,8 @@ class ResolvedJobs:
     param_count: np.ndarray
     gradient_bytes: np.ndarray
     peak_flops_per_s: np.ndarray
+    fp32_peak_flops_per_s: np.ndarray
+    device_release_year: np.ndarray
     memory_bw_bytes_per_s: np.ndarray
     host_link_bw_bytes_per_s: np.ndarray
     intra_node_bw_bytes_per_s: np.ndarray
@@ -104,6 +106,7 @@ class CatalogArrays:
     link_names: list[str]
     workload_names: list[str]
     peak_flops_per_s: np.ndarray  # [device, precision in PRECISIONS order]
+    release_year: np.ndarray  # NaN where the catalogue has none
     memory_bw_bytes_per_s: np.ndarray
     host_link_index: np.ndarray
     default_intra_link_index: np.ndarray
@@ -143,6 +146,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         link_names=link_names,
         workload_names=[w.name for w in specs],
         peak_flops_per_s=np.array([[d.peak_flops_per_s(p) for p in PRECISIONS] for d in devices], float),
+        release_year=np.array([d.release_year or np.nan for d in devices], float),
         memory_bw_bytes_per_s=np.array([d.memory_bw_bytes_per_s for d in devices], float),
         host_link_index=np.array([link_pos[hardware.links.get(d.host_link, "host_link").name] for d in devices]),
         default_intra_link_index=np.array(
@@ -271,6 +275,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         param_count=masked(param_count),
         gradient_bytes=masked(gradient_bytes),
         peak_flops_per_s=masked(cat.peak_flops_per_s[safe_device, precision_index]),
+        fp32_peak_flops_per_s=masked(cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]),
+        device_release_year=masked(cat.release_year[safe_device]),
         memory_bw_bytes_per_s=masked(cat.memory_bw_bytes_per_s[safe_device]),
         host_link_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[cat.host_link_index[safe_device]]),
         intra_node_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[safe_intra]),

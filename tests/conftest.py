@@ -31,3 +31,25 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"public measured runs not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def testbed_runs():
+    """The project's own measured runs (always in the repository)."""
+    from training.runs import load_runs
+    from training.sources import TESTBED_RUNS
+
+    loaded = load_runs(TESTBED_RUNS)
+    assert loaded.n_rejected == 0, loaded.rejected["reason"].head().tolist()
+    return loaded.accepted
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, testbed_runs):
+    """A small model trained on the testbed runs (2 tuning trials), tracked in a temporary MLflow store."""
+    from training.train import train
+
+    root = tmp_path_factory.mktemp("train")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    result = train(testbed_runs, trials=2, out_dir=root / "model", tracking_uri=uri, register=True, progress=False)
+    return result, uri

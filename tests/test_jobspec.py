@@ -81,7 +81,7 @@ def test_unknown_gpu_suggests_the_nearest_names():
 
 def test_unknown_model_suggests_names_and_the_explicit_figures():
     (error,) = resolved_errors([{"gpu": "V100", "model": "resnt50"}])
-    assert "unknown model 'resnt50' at workload.model; did you mean resnet50?" in error
+    assert "unknown model 'resnt50' at workload.model; did you mean resnet50," in error
     assert "flops_per_sample is missing" in error
 
 

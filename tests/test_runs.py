@@ -177,7 +177,7 @@ def test_models_resolve_through_the_given_workload_catalogue(tmp_path):
 
 
 def test_importer_mode_defers_the_model_check():
-    table = pd.DataFrame([row("later", model="bert-large"), row("never", model="bert-large", gpu="V10")])
+    table = pd.DataFrame([row("later", model="megatron-9000"), row("never", model="megatron-9000", gpu="V10")])
     strict = validate_runs(table)
     deferred = validate_runs(table, require_known_models=False)
     assert strict.n_accepted == 0

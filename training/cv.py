@@ -1,9 +1,9 @@
 """Grouped cross-validation of the residual model and of its baselines.
 
 No row of a group is ever in the validation fold of a model trained on
-another row of that group: groups are GPU types (public rows), testbed
-topologies, or models, so a score says how the model does on hardware or a
-workload it has not seen.
+another row of that group: groups are GPU types (Lambda), benchmarks
+(MLPerf) or topologies (testbed), so a score says how the model does on
+hardware or a workload it has not seen.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def out_of_fold(
     """Out-of-fold predicted log residuals (NaN for rows in no validation fold)."""
     out = np.full(len(ds), np.nan)
     X, y = ds.features.values, ds.residual
-    weights = sample_weights(ds.hardware_group)
+    weights = sample_weights(ds.group)
     for k, (train, valid) in enumerate(folds):
         model = ResidualRegressor(params=params, num_boost_round=num_boost_round)
         model.fit(X[train], y[train], sample_weight=weights[train], feature_names=ds.features.names)

@@ -25,7 +25,7 @@ import pandas as pd
 from training.calibration import pair_bin_keys, step_bin_keys
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
-from training.dataset import Dataset
+from training.dataset import Dataset, text_keys
 from training.pairs import make_pairs, pair_log_ratios
 from training.train import fit_calibrated, summarize
 
@@ -52,7 +52,7 @@ class HeldOut:
 
 
 def source_of(ds: Dataset) -> np.ndarray:
-    return ds.runs.get("source", pd.Series([""] * len(ds))).astype(str).to_numpy()
+    return text_keys(ds.runs["source"]).to_numpy() if "source" in ds.runs.columns else np.full(len(ds), "")
 
 
 def held_out(
@@ -97,7 +97,7 @@ def held_out(
 def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.ndarray:
     """The same XGBoost on raw job fields, predicting log step time directly."""
     model = ResidualRegressor(params=params, num_boost_round=rounds)
-    model.fit(train.raw.values, train.log_measured_s, sample_weight=sample_weights(train.hardware_group))
+    model.fit(train.raw.values, train.log_measured_s, sample_weight=sample_weights(train.group))
     return model.predict(test.raw.values)
 
 

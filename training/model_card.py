@@ -29,8 +29,8 @@ Created {meta['created_at']}; MLflow run `{meta.get('mlflow_run_id', 'none')}`.
 XGBoost on physical features of the PAI analytical breakdown (io, compute, memory,
 communication; see `features/analytical.py`), predicting the log of measured over
 analytical ({meta['baseline']}) step time. Prediction = analytical x exp(residual).
-Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type
-or testbed topology), Mondrian by architecture and network tier; speedup intervals
+Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type,
+MLPerf benchmark or testbed topology), Mondrian by architecture and network tier; speedup intervals
 calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.
 
 ## Trained on
@@ -40,7 +40,7 @@ calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.
 Pairs of runs for speedup calibration: {pairs}.
 Step-time calibration bins (runs): {bins}.
 
-## Cross-validated accuracy (grouped by GPU type / testbed topology)
+## Cross-validated accuracy (grouped by GPU type / MLPerf benchmark / testbed topology)
 - step time MAPE {_pct(metrics['cv_mape'])}, median APE {_pct(metrics['cv_median_ape'])},
   within 10% {_pct(metrics['cv_within_10pct'])}, within 20% {_pct(metrics['cv_within_20pct'])}
 - the analytical model alone on the same runs: MAPE {_pct(metrics['analytical_mape'])},

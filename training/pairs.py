@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from training.dataset import text_keys
+
 #: Job fields a pair must share, before a kind frees some of them.
 SHARED = (
     "source", "model", "batch_size_per_gpu", "precision", "framework", "software_stack", "architecture",
@@ -43,7 +45,7 @@ def make_pairs(runs: pd.DataFrame, total_gpus: np.ndarray, seed: int = 0) -> pd.
     for column in SHARED:
         if column not in frame.columns:
             frame[column] = None
-    keys = frame[list(SHARED)].astype(str)
+    keys = text_keys(frame[list(SHARED)])
     rng = np.random.default_rng(seed)
     found = []
     for kind, (differs, free) in KINDS.items():

@@ -17,7 +17,7 @@ import pandas as pd
 
 from features.analytical import OVERLAP_STRATEGIES
 from training.cv import ape
-from training.dataset import Dataset, build_dataset
+from training.dataset import Dataset, build_dataset, joined_keys
 from training.pairs import make_pairs, pair_log_ratios
 from training.report import markdown_table
 from training.train import summarize
@@ -29,7 +29,7 @@ TIER_CHANGES = (("emulated-250m", "emulated-1g"), ("emulated-100m", "emulated-25
 def error_table(ds: Dataset, by: list[str]) -> pd.DataFrame:
     """Analytical APE summaries (both overlap strategies) per group of the ``by`` columns."""
     records = []
-    keyed = ds.runs[by].astype(str).agg(" / ".join, axis=1) if by else pd.Series(["all"] * len(ds))
+    keyed = pd.Series(joined_keys(ds.runs, by, " / ") if by else ["all"] * len(ds))
     breakdown = ds.breakdown
     for key in sorted(set(keyed)):
         rows = (keyed == key).to_numpy()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from training.dataset import Dataset
+from training.dataset import Dataset, joined_keys, text_keys
 from training.evaluate import LAMBDA, MLPERF, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
 from training.refit import random_effects_kappa, shrunken_offset
 
@@ -27,7 +27,7 @@ class Evaluation:
 
 def _testbed_config(runs: pd.DataFrame, drop: tuple[str, ...]) -> np.ndarray:
     columns = [c for c in ("model", "batch_size_per_gpu", "architecture", "workers", "parameter_servers", "network") if c not in drop]
-    return runs[columns].astype(str).agg("|".join, axis=1).to_numpy(object)
+    return joined_keys(runs, columns)
 
 
 def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: float = 0.9, progress=None) -> Evaluation:
@@ -35,7 +35,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
     started = time.perf_counter()
     source = source_of(ds)
     runs = ds.runs
-    gpu = runs["gpu"].astype(str).to_numpy(object)
+    gpu = text_keys(runs["gpu"]).to_numpy(object)
     steps: dict[str, pd.DataFrame] = {}
     pair_frames: list[pd.DataFrame] = []
     results: dict[str, HeldOut] = {}
@@ -55,7 +55,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         steps["Lambda, leave one GPU type out, by architecture"] = step_summary(ds, result, runs["architecture"].to_numpy(object))
         pair_frames += result.pair_frames
     if is_testbed.any():
-        network = runs["network"].astype(str).to_numpy(object)
+        network = text_keys(runs["network"]).to_numpy(object)
         note("leave one tier out (testbed)")
         tiers = np.where(is_testbed & (runs["architecture"] != "single").to_numpy(), network, None)
         result = held_out(ds, "testbed-tier", tiers, tiers != None, params, rounds, confidence_level)  # noqa: E711

@@ -4,8 +4,8 @@
    residual of measured over analytical step time).
 2. Tune XGBoost with Optuna on grouped cross-validation (:mod:`training.tune`).
 3. Cross-fit with the chosen settings, grouped by hardware: every run gets an
-   out-of-fold prediction from a model that never saw its GPU type (or
-   testbed topology). Their residuals calibrate the step-time intervals,
+   out-of-fold prediction from a model that never saw its group (GPU type,
+   MLPerf benchmark or testbed topology). Their residuals calibrate the step-time intervals,
    Mondrian by architecture and network tier; the residuals of pairs of runs
    calibrate the log speedup, Mondrian by kind of what-if (CV+ style).
 4. Fit the final model on every run and save the artefact.
@@ -27,7 +27,7 @@ import pandas as pd
 from training.artefact import save_artefact
 from training.calibration import pair_bin_keys, step_bin_keys
 from training.cv import ape, group_folds, out_of_fold, sample_weights
-from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint
+from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor
 from training.pairs import make_pairs, pair_log_ratios
 from training.refit import random_effects_kappa
@@ -77,14 +77,14 @@ def fit_calibrated(
     ds: Dataset, params: dict, num_boost_round: int, seed: int = 0
 ) -> tuple[ResidualRegressor, np.ndarray, pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
     """Cross-fit for calibration, then fit on everything; returns the model, OOF log step times, pairs and folds."""
-    folds = group_folds(ds.hardware_group, N_SPLITS + 1)
+    folds = group_folds(ds.group, N_SPLITS)
     oof_residual = out_of_fold(ds, folds, params, num_boost_round)
     oof_log_step = ds.log_analytical_s + oof_residual
     step_keys = step_bin_keys(ds.runs["architecture"].to_numpy(), ds.runs["network"].to_numpy())
     pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
     pair_residuals = pair_log_ratios(pairs, ds.log_measured_s) - pair_log_ratios(pairs, oof_log_step)
     model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
-    model.fit(ds.features.values, ds.residual, sample_weight=sample_weights(ds.hardware_group), feature_names=ds.features.names)
+    model.fit(ds.features.values, ds.residual, sample_weight=sample_weights(ds.group), feature_names=ds.features.names)
     model.calibrate(
         ds.log_measured_s - oof_log_step,
         step_keys,
@@ -97,10 +97,10 @@ def fit_calibrated(
 def training_domain(ds: Dataset) -> dict[str, Any]:
     """What the model has seen: GPU types, architectures, models and feature ranges."""
     return {
-        "gpus": sorted(set(ds.runs["gpu"].astype(str))),
-        "architectures": sorted(set(ds.runs["architecture"].astype(str))),
-        "models": sorted(set(ds.runs["model"].astype(str))),
-        "networks": sorted(set(ds.runs["network"].astype(str))),
+        "gpus": sorted(set(text_keys(ds.runs["gpu"]))),
+        "architectures": sorted(set(text_keys(ds.runs["architecture"]))),
+        "models": sorted(set(text_keys(ds.runs["model"]))),
+        "networks": sorted(set(text_keys(ds.runs["network"])) - {""}),
         "ranges": {
             name: [float(np.nanmin(ds.features.column(name))), float(np.nanmax(ds.features.column(name)))]
             for name in DOMAIN_RANGE_FEATURES
@@ -132,7 +132,7 @@ def train(
     metrics.update({f"analytical_{k}": v for k, v in summarize(analytical_errors).items()})
     fold_metrics = [summarize(errors[valid]) | {"fold": k} for k, (_, valid) in enumerate(folds)]
     group_metrics = {
-        str(group): summarize(errors[ds.hardware_group == group])["mape"] for group in np.unique(ds.hardware_group)
+        str(group): summarize(errors[ds.group == group])["mape"] for group in np.unique(ds.group)
     }
     metadata = {
         "created_at": started.isoformat(timespec="seconds"),
@@ -144,12 +144,12 @@ def train(
         "data": {
             "fingerprint": fingerprint(ds.runs),
             "rows": len(ds),
-            "sources": sources or sorted(set(ds.runs.get("source", pd.Series(["unknown"])).astype(str))),
-            "rows_by_source": ds.runs.get("source", pd.Series(["unknown"] * len(ds))).astype(str).value_counts().to_dict(),
+            "sources": sources or sorted(set(text_keys(ds.runs["source"]))),
+            "rows_by_source": text_keys(ds.runs["source"]).value_counts().to_dict(),
             "pairs_by_kind": pairs["kind"].value_counts().to_dict(),
         },
         "domain": training_domain(ds),
-        "refit_prior": {"kappa": random_effects_kappa(ds.log_measured_s - oof_log_step, ds.hardware_group)},
+        "refit_prior": {"kappa": random_effects_kappa(ds.log_measured_s - oof_log_step, ds.group)},
         "metrics": metrics,
         "calibration_bins": model.calibration_.counts,
         "speedup_calibration_bins": model.speedup_calibration_.counts if model.speedup_calibration_ else {},

@@ -1,11 +1,11 @@
 """Optuna search over the residual model's XGBoost settings.
 
 TPE proposes settings; each trial is scored by grouped cross-validation
-under two splits, by hardware (GPU type or testbed topology) and by model,
-so a setting must generalise to unseen hardware and unseen workloads. The
-score is the mean absolute percentage error of step time; a trial whose
-running score is worse than the median of earlier trials at the same fold
-is pruned.
+(groups: a GPU type for Lambda runs, a benchmark for MLPerf runs, a topology
+for testbed runs; see :func:`training.dataset.cv_groups`), so a setting must
+generalise to hardware and workloads it has not seen. The score is the mean
+absolute percentage error of step time; a trial whose running score is worse
+than the median of earlier trials at the same fold is pruned.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from training.cv import ape, group_folds, sample_weights
 from training.dataset import Dataset
 from training.model import DEFAULT_PARAMS, DEFAULT_ROUNDS, ResidualRegressor
 
-N_SPLITS = 4
+N_SPLITS = 5
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class TuningResult:
 
 def suggest(trial: optuna.Trial) -> tuple[dict, int]:
     params = {
-        "max_depth": trial.suggest_int("max_depth", 2, 8),
+        "max_depth": trial.suggest_int("max_depth", 2, 7),
         "eta": trial.suggest_float("eta", 0.01, 0.3, log=True),
         "min_child_weight": trial.suggest_float("min_child_weight", 0.5, 30.0, log=True),
         "subsample": trial.suggest_float("subsample", 0.5, 1.0),
@@ -42,7 +42,7 @@ def suggest(trial: optuna.Trial) -> tuple[dict, int]:
         "lambda": trial.suggest_float("lambda", 1e-3, 10.0, log=True),
         "alpha": trial.suggest_float("alpha", 1e-4, 1.0, log=True),
     }
-    rounds = trial.suggest_int("num_boost_round", 100, 800, step=50)
+    rounds = trial.suggest_int("num_boost_round", 100, 600, step=50)
     return params, rounds
 
 
@@ -50,9 +50,9 @@ def tune(ds: Dataset, n_trials: int, seed: int = 0, progress: bool = True) -> Tu
     """Search ``n_trials`` settings; with none, the defaults stand."""
     if n_trials <= 0:
         return TuningResult(dict(DEFAULT_PARAMS), DEFAULT_ROUNDS, float("nan"), 0, 0, [])
-    splits = group_folds(ds.hardware_group, N_SPLITS) + group_folds(ds.model_group, N_SPLITS)
+    splits = group_folds(ds.group, N_SPLITS)
     X, y = ds.features.values, ds.residual
-    weights = sample_weights(ds.hardware_group)
+    weights = sample_weights(ds.group)
 
     def objective(trial: optuna.Trial) -> float:
         params, rounds = suggest(trial)
@@ -70,7 +70,7 @@ def tune(ds: Dataset, n_trials: int, seed: int = 0, progress: bool = True) -> Tu
     study = optuna.create_study(
         direction="minimize",
         sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=0),
     )
     study.enqueue_trial({**DEFAULT_PARAMS, "num_boost_round": DEFAULT_ROUNDS})
     study.optimize(objective, n_trials=n_trials, show_progress_bar=progress)

@@ -1,0 +1,86 @@
+"""Explanations: families add up to the model's log residual; what-ifs explain the speedup."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from features.build import FAMILIES, feature_family
+from features.table import table_from_rows
+from predictor import Predictor
+from predictor.explain import SpeedupExplanation, explain, family_contributions
+from predictor.fleet import family_column, score_fleet
+
+TESTBED_JOB = {
+    "name": "recsys-ps",
+    "workload": {"model": "testbed-recsys", "batch_size_per_gpu": 128},
+    "parallelism": {"architecture": "ps-worker", "workers": 4, "parameter_servers": 1},
+    "cluster": {"gpu": "cpu-host", "network": "emulated-250m", "gpus_per_node": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def predictor(trained):
+    result, _ = trained
+    return Predictor(model=result.path)
+
+
+def test_families_sum_to_the_log_residual_minus_the_base(predictor, testbed_runs):
+    rows = testbed_runs.drop(columns=["measured_step_time_s"]).to_dict("records")
+    result = predictor.predict_table(table_from_rows(rows))
+    families, base = family_contributions(predictor, result)
+    residual = result.learned.log_step_time_s - np.log(result.breakdown.step_time_s(predictor.artefact.baseline))
+    assert families.shape == (len(rows), len(FAMILIES))
+    np.testing.assert_allclose(families.sum(axis=1) + base, residual, atol=1e-4)
+
+
+def test_every_feature_has_a_family(predictor):
+    assert {feature_family(name) for name in predictor.artefact.feature_names} <= set(FAMILIES)
+
+
+def test_one_job_explanation_multiplies_out_to_the_prediction(predictor):
+    e = explain(predictor, TESTBED_JOB)
+    product = e.analytical_step_time_s * e.base_factor * np.prod(list(e.family_factors.values()))
+    assert product == pytest.approx(e.step_time_s, rel=1e-4)
+    assert sum(e.shares.values()) == pytest.approx(1.0)
+    assert e.bottleneck in e.shares and e.summary()
+
+
+def test_what_if_explanation_splits_the_speedup(predictor):
+    e = explain(predictor, TESTBED_JOB, ["network=emulated-1g"])
+    assert isinstance(e, SpeedupExplanation)
+    product = e.analytical_speedup * np.prod(list(e.family_speedup_factors.values()))
+    assert product == pytest.approx(e.speedup, rel=1e-4)
+    assert e.target.seconds["communication"] < e.baseline.seconds["communication"]
+
+
+def test_fleet_explanations_match_the_table_ones(predictor, trained, testbed_runs):
+    result, _ = trained
+    jobs = testbed_runs.drop(columns=["measured_step_time_s"]).head(20)
+    scored = score_fleet(jobs, model=str(result.path), explain=True, progress=False)
+    direct = predictor.predict_table(table_from_rows(jobs.to_dict("records")))
+    families, _ = family_contributions(predictor, direct)
+    for i, family in enumerate(FAMILIES):
+        np.testing.assert_allclose(scored[family_column(family)].to_numpy(), np.exp(families[:, i]), rtol=1e-5)
+    assert scored["why_dominant"].notna().all()
+
+
+def test_explain_cli_json_and_plot(trained, tmp_path):
+    from predictor.cli import app
+
+    result, _ = trained
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(TESTBED_JOB))
+    plot = tmp_path / "why.png"
+    out = CliRunner().invoke(app, ["explain", "--job", str(job), "--to", "allreduce-nvlink", "--model", str(result.path),
+                                   "--json", "--plot", str(plot)])
+    assert out.exit_code == 2 and "cpu-host has no NVLink" in out.stderr
+    out = CliRunner().invoke(app, ["explain", "--job", str(job), "--to", "network=emulated-1g", "--model", str(result.path),
+                                   "--json", "--plot", str(plot)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert set(data["family_speedup_factors"]) == set(FAMILIES)
+    assert plot.read_bytes()[:4] == b"\x89PNG"

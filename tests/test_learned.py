@@ -1,0 +1,146 @@
+"""The learned layer: estimator protocol, artefact round trip, coverage, MLflow and the Predictor."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from training.artefact import ArtefactError, load_artefact
+from training.calibration import step_bin_keys
+from training.cv import group_folds
+from training.dataset import build_dataset
+from training.model import ProtocolError, ResidualRegressor
+
+FAST = {"max_depth": 4, "eta": 0.1}
+
+
+@pytest.fixture(scope="module")
+def dataset(testbed_runs):
+    return build_dataset(testbed_runs)
+
+
+def test_protocol_order_is_enforced(dataset):
+    X, y = dataset.features.values, dataset.residual
+    keys = step_bin_keys(dataset.runs["architecture"], dataset.runs["network"])
+    model = ResidualRegressor(params=FAST, num_boost_round=20)
+    with pytest.raises(ProtocolError, match=r"call fit\(\) first"):
+        model.calibrate(np.zeros(len(y)), keys)
+    with pytest.raises(ProtocolError, match=r"call fit\(\) then calibrate\(\)"):
+        model.predict_interval(X, keys)
+    model.fit(X, y)
+    with pytest.raises(ProtocolError, match=r"call calibrate\(\) after fit\(\)"):
+        model.predict_interval(X, keys)
+    model.calibrate(y - model.predict(X), keys)
+    y_hat, low, high = model.predict_interval(X, keys, confidence_level=0.8)
+    assert np.all(low < high)
+    assert np.mean((y >= low) & (y <= high)) >= 0.75  # calibrated on these very residuals
+
+
+def test_estimator_follows_the_sklearn_contract(dataset):
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    model = ResidualRegressor(params=FAST, num_boost_round=10, seed=3)
+    assert clone(model).get_params() == model.get_params()
+    with pytest.raises(NotFittedError):
+        model.predict(dataset.features.values)
+    with pytest.raises(ValueError, match="one finite log residual per row"):
+        model.fit(dataset.features.values, np.full(len(dataset), np.nan))
+
+
+def test_held_out_coverage_is_close_to_nominal(dataset):
+    """Split conformal on exchangeable rows: 90% intervals cover 90% of held-out runs.
+
+    Rows are split at random (conformal's exchangeability); with n held-out
+    runs the binomial standard deviation is sqrt(0.09 / n): we allow three.
+    """
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(dataset))
+    train, calib, test = np.split(order, [len(order) // 2, 3 * len(order) // 4])
+    X, y = dataset.features.values, dataset.residual
+    keys = step_bin_keys(dataset.runs["architecture"].to_numpy(), dataset.runs["network"].to_numpy())
+    model = ResidualRegressor(params=FAST, num_boost_round=100).fit(X[train], y[train])
+    model.calibrate(y[calib] - model.predict(X[calib]), [keys[i] for i in calib])
+    y_hat, low, high = model.predict_interval(X[test], [keys[i] for i in test], confidence_level=0.9)
+    coverage = np.mean((y[test] >= low) & (y[test] <= high))
+    tolerance = 3 * np.sqrt(0.09 / len(test))
+    assert abs(coverage - 0.9) <= tolerance + 0.05, coverage  # + a bin-size allowance for Mondrian tables
+
+
+def test_artefact_round_trip_gives_the_same_predictions(trained, dataset):
+    result, _ = trained
+    artefact = load_artefact(result.path)
+    X = dataset.features.values
+    assert np.array_equal(artefact.predict_residual(X), result.model.predict(X))
+    assert artefact.feature_names == list(dataset.features.names)
+    files = {p.name for p in result.path.iterdir()}
+    assert files == {"booster.ubj", "calibration.json", "metadata.json", "model_card.md"}
+
+
+def test_loading_checks_the_schema_version(trained, tmp_path):
+    result, _ = trained
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(result.path, copy)
+    meta = json.loads((copy / "metadata.json").read_text())
+    meta["feature_schema_version"] = 0
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtefactError, match="schema versions"):
+        load_artefact(copy)
+
+
+def test_mlflow_run_and_pyfunc_load(trained, testbed_runs):
+    import mlflow
+
+    result, uri = trained
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.get_run(result.run_id)
+    assert run.data.params["data_fingerprint"] == result.metadata["data"]["fingerprint"]
+    assert "cv_mape" in run.data.metrics and "fold_mape" in run.data.metrics
+    model = mlflow.pyfunc.load_model(f"runs:/{result.run_id}/model")
+    jobs = testbed_runs.drop(columns=["measured_step_time_s"]).head(5)
+    scored = model.predict(jobs)
+    assert len(scored) == 5 and (scored["step_time_s"] > 0).all()
+    assert (scored["lower_s"] <= scored["step_time_s"]).all()
+    versions = mlflow.MlflowClient().search_model_versions("name='step-time-predictor'")
+    assert versions
+
+
+def test_predictor_uses_the_model_and_flags_unseen_gpus(trained):
+    from predictor import Predictor
+
+    result, _ = trained
+    p = Predictor(model=result.path)
+    job = {
+        "workload": {"model": "testbed-resnet", "batch_size_per_gpu": 32},
+        "parallelism": {"architecture": "ps-worker", "workers": 2, "parameter_servers": 1},
+        "cluster": {"gpu": "cpu-host", "network": "emulated-250m", "gpus_per_node": 1},
+    }
+    prediction = p.time(job)
+    assert prediction.method == "learned"
+    assert prediction.lower_s <= prediction.step_time_s <= prediction.upper_s
+    assert not prediction.warnings
+    moved = p.speedup(job, ["network=emulated-1g"])
+    assert moved.speedup_lower <= moved.speedup <= moved.speedup_upper
+    assert 0.0 <= moved.p_speedup_gt_1 <= 1.0
+    identity = p.speedup(job, ["network=emulated-250m"])
+    assert identity.speedup == 1.0 and identity.speedup_lower == identity.speedup_upper == 1.0
+    elsewhere = p.time({**job, "cluster": {"gpu": "V100", "network": "ethernet-25g"}})
+    assert any("not in the training data" in w for w in elsewhere.warnings)
+
+
+def test_missing_default_model_falls_back_with_a_warning(monkeypatch, tmp_path, ps_job):
+    from predictor import Predictor
+
+    monkeypatch.setenv("PREDICT_MODEL_DIR", str(tmp_path / "nothing"))
+    prediction = Predictor().time(ps_job)
+    assert prediction.method == "analytical"
+    assert any("analytical model only" in w for w in prediction.warnings)
+
+
+def test_grouped_folds_never_split_a_group(dataset):
+    for train, valid in group_folds(dataset.group, 4):
+        assert not set(dataset.group[train]) & set(dataset.group[valid])
