@@ -1,9 +1,12 @@
-"""The job spec: one training job as JSON, validated at the input edge.
+"""The job spec: one training job as JSON; a fleet row is the same fields flattened.
 
 A job names a workload (a catalogue model, or explicit figures), how it is
 parallelised and the cluster it runs on. A fleet is a table with the same
 fields flattened to their leaf names (``model``, ``workers``, ``gpu`` ...) and
-``measured_step_time_s``; :data:`FLAT_FIELDS` lists them in order.
+``measured_step_time_s``. :data:`FIELDS` is the one description of every
+field: the table checks of :mod:`features.table` read their rules from it,
+and :func:`json_schema` builds the JSON Schema from it (with pydantic, loaded
+only for that), so a job file and a fleet row are judged by the same rules.
 
 Defaults (also in the README):
 
@@ -20,10 +23,11 @@ Defaults (also in the README):
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from typing import Any
 
 from features.errors import MISSING, SpecError
 
@@ -32,123 +36,139 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
 SOFTWARE_STACKS = ("stock", "tuned")
 
+SECTIONS = ("workload", "parallelism", "cluster", "measured")
+REQUIRED_SECTIONS = ("workload", "cluster")
 
-def _lower(value: Any) -> Any:
-    return value.strip().lower() if isinstance(value, str) else value
-
-
-# Choices are matched case-insensitively ("FP16" is fp16), in job files and fleets alike.
-Architecture = Annotated[Literal["single", "allreduce-local", "allreduce-cluster", "ps-worker"], BeforeValidator(_lower)]
-Precision = Annotated[Literal["fp32", "tf32", "fp16", "bf16", "fp8"], BeforeValidator(_lower)]
-Framework = Annotated[Literal["pytorch", "tensorflow", "mxnet", "jax", "paddle", "other"], BeforeValidator(_lower)]
-SoftwareStack = Annotated[Literal["stock", "tuned"], BeforeValidator(_lower)]
-
-PositiveCount = Annotated[int, Field(ge=1, le=1_000_000)]
-# Recommendation models train with per-GPU batches of millions of samples (NCF in the Lambda benchmark).
-BatchSize = Annotated[int, Field(ge=1, le=100_000_000)]
-PositiveFigure = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegativeFigure = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_COUNT = {"kind": "int", "lower": 1.0, "upper": 1_000_000.0}
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+@dataclass(frozen=True)
+class Field:
+    """One job field: where it sits, what it may hold and its default.
+
+    Text choices (``allowed``) match case-insensitively. Numbers must lie in
+    ``[lower, upper]`` (``lower`` exclusive where ``lower_inclusive`` is
+    false); ``int`` fields must be whole.
+    """
+
+    section: str | None
+    name: str
+    kind: str  # "str", "int" or "float"
+    description: str
+    default: Any = None
+    required: bool = False
+    allowed: tuple[str, ...] | None = None
+    lower: float | None = None
+    lower_inclusive: bool = True
+    upper: float | None = None
+    leaf: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.leaf:
+            object.__setattr__(self, "leaf", "measured_step_time_s" if self.section == "measured" else self.name)
+
+    @property
+    def path(self) -> str:
+        return self.name if self.section is None else f"{self.section}.{self.name}"
 
 
-class Workload(_Section):
-    """What is trained: a catalogue model, or explicit figures for one that is not there."""
-
-    model: str | None = Field(None, description="Catalogue model name or alias (see `predict workloads`).")
-    batch_size_per_gpu: BatchSize | None = Field(None, description="Samples per GPU per step; default: the model's catalogue default.")
-    precision: Precision = Field("fp32", description="Training precision; fp16/bf16 mean mixed precision on tensor cores.")
-    framework: Framework = "pytorch"
-    software_stack: SoftwareStack = Field(
-        "stock",
-        description="stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
-    )
-    flops_per_sample: PositiveFigure | None = Field(None, description="Training FLOPs (forward + backward) per sample.")
-    param_count: PositiveFigure | None = Field(None, description="Parameters whose gradients are exchanged each step.")
-    gradient_bytes: PositiveFigure | None = Field(None, description="Bytes of gradient exchanged per step (instead of param_count).")
-    memory_bytes_per_sample: NonNegativeFigure | None = Field(None, description="DRAM traffic per sample per step, at this precision.")
-    input_bytes_per_sample: NonNegativeFigure | None = Field(None, description="Bytes copied host to device per sample.")
-
-
-class Parallelism(_Section):
-    """How the job is spread over GPUs, workers and nodes."""
-
-    architecture: Architecture = "single"
-    workers: PositiveCount = 1
-    gpus_per_worker: PositiveCount = 1
-    parameter_servers: PositiveCount | None = Field(None, description="ps-worker only; default 1.")
-    nodes: PositiveCount | None = Field(None, description="allreduce-cluster only; default: fewest nodes that hold the GPUs.")
-
-
-class Cluster(_Section):
-    """The hardware: GPU type, node size and links."""
-
-    gpu: str = Field(description="GPU name or alias (see `predict devices`).")
-    gpus_per_node: PositiveCount = 8
-    intra_node_link: str | None = Field(None, description="Link joining a node's GPUs; default: the GPU's own.")
-    network: str = Field("ethernet-25g", description="NIC type joining nodes.")
-    nics_per_node: PositiveCount = 1
-
-
-class Measured(_Section):
-    step_time_s: PositiveFigure
-
-
-class Job(_Section):
-    """One training job."""
-
-    name: str = "job"
-    workload: Workload
-    parallelism: Parallelism = Parallelism()
-    cluster: Cluster
-    measured: Measured | None = None
-
+FIELDS: tuple[Field, ...] = (
+    Field(None, "name", "str", "A name for the job.", default="job"),
+    Field("workload", "model", "str", "Catalogue model name or alias (see `predict workloads`)."),
+    Field("workload", "batch_size_per_gpu", "int", "Samples per GPU per step; default: the model's catalogue default.",
+          # Recommendation models train with per-GPU batches of millions of samples (NCF in the Lambda benchmark).
+          lower=1.0, upper=100_000_000.0),
+    Field("workload", "precision", "str", "Training precision; fp16/bf16/fp8 mean mixed precision on tensor cores.",
+          default="fp32", allowed=PRECISIONS),
+    Field("workload", "framework", "str", "Training framework.", default="pytorch", allowed=FRAMEWORKS),
+    Field("workload", "software_stack", "str",
+          "stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
+          default="stock", allowed=SOFTWARE_STACKS),
+    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=0.0, lower_inclusive=False),
+    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=0.0, lower_inclusive=False),
+    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=0.0, lower_inclusive=False),
+    Field("workload", "memory_bytes_per_sample", "float", "DRAM traffic per sample per step, at this precision.", lower=0.0),
+    Field("workload", "input_bytes_per_sample", "float", "Bytes copied host to device per sample.", lower=0.0),
+    Field("parallelism", "architecture", "str", "How gradients are exchanged.", default="single", allowed=ARCHITECTURES),
+    Field("parallelism", "workers", description="Worker processes (hosts for ps-worker).", default=1, **_COUNT),
+    Field("parallelism", "gpus_per_worker", description="GPUs each worker drives.", default=1, **_COUNT),
+    Field("parallelism", "parameter_servers", description="ps-worker only; default 1.", **_COUNT),
+    Field("parallelism", "nodes", description="allreduce-cluster only; default: fewest nodes that hold the GPUs.", **_COUNT),
+    Field("cluster", "gpu", "str", "GPU name or alias (see `predict devices`).", required=True),
+    Field("cluster", "gpus_per_node", description="GPUs in one node.", default=8, **_COUNT),
+    Field("cluster", "intra_node_link", "str", "Link joining a node's GPUs; default: the GPU's own."),
+    Field("cluster", "network", "str", "NIC type joining nodes.", default="ethernet-25g"),
+    Field("cluster", "nics_per_node", description="NICs each node uses for training traffic.", default=1, **_COUNT),
+    Field("measured", "step_time_s", "float", "Measured seconds per training step.", lower=0.0, lower_inclusive=False),
+)
 
 #: Leaf name -> (section, field) for the flattened form; order is the fleet column order.
-FLAT_FIELDS: dict[str, tuple[str | None, str]] = {"name": (None, "name")}
-for _section, _model in (("workload", Workload), ("parallelism", Parallelism), ("cluster", Cluster)):
-    for _field in _model.model_fields:
-        FLAT_FIELDS[_field] = (_section, _field)
-FLAT_FIELDS["measured_step_time_s"] = ("measured", "step_time_s")
+FLAT_FIELDS: dict[str, tuple[str | None, str]] = {f.leaf: (f.section, f.name) for f in FIELDS}
+FIELDS_BY_LEAF: dict[str, Field] = {f.leaf: f for f in FIELDS}
 
 
 def field_path(leaf: str) -> str:
     """The dotted job-spec path of a flat field ("gpu" -> "cluster.gpu")."""
-    section, name = FLAT_FIELDS[leaf]
-    return name if section is None else f"{section}.{name}"
+    return FIELDS_BY_LEAF[leaf].path
 
 
-def _describe_error(error: dict[str, Any]) -> SpecError:
-    path = ".".join(str(part) for part in error["loc"])
-    kind = error["type"]
-    value = error.get("input")
-    if kind == "missing":
-        return SpecError(path, MISSING, "this field is required")
-    if kind == "extra_forbidden":
-        section = ".".join(str(part) for part in error["loc"][:-1])
-        known = _known_fields(section)
-        return SpecError(path, value, f"unknown field; allowed here: {', '.join(known)}")
-    if kind == "literal_error":
-        allowed = error["ctx"]["expected"].replace("'", "")
-        return SpecError(path, value, f"allowed: {allowed}")
-    return SpecError(path, value, error["msg"].lower())
+@dataclass(frozen=True)
+class Job:
+    """One validated job, as its flat row (leaf name -> value as given, None where omitted)."""
+
+    name: str
+    row: Mapping[str, Any]
+
+    @property
+    def measured_step_time_s(self) -> float | None:
+        value = self.row.get("measured_step_time_s")
+        return None if value is None else float(value)
 
 
-def _known_fields(section: str) -> list[str]:
-    model = {"": Job, "workload": Workload, "parallelism": Parallelism, "cluster": Cluster, "measured": Measured}[section]
-    return list(model.model_fields)
+def _fields_of(section: str | None) -> list[str]:
+    if section is None:
+        return ["name", *SECTIONS]
+    return [f.name for f in FIELDS if f.section == section]
 
 
 def job_from_dict(data: Any) -> Job:
-    """Validate a parsed JSON object as a :class:`Job`; the first problem raises ``SpecError``."""
+    """Validate a parsed JSON object as a job; the first problem raises ``SpecError``."""
     if not isinstance(data, dict):
         raise SpecError("job", type(data).__name__, "a job is a JSON object with workload and cluster")
-    try:
-        return Job.model_validate(data)
-    except ValidationError as exc:
-        raise _describe_error(exc.errors()[0]) from None
+    for key in data:
+        if key not in _fields_of(None):
+            raise SpecError(key, data[key], f"unknown field; allowed here: {', '.join(_fields_of(None))}")
+    for section in REQUIRED_SECTIONS:
+        if section not in data:
+            raise SpecError(section, MISSING, "this field is required")
+    row: dict[str, Any] = {"name": data.get("name")}
+    for section in SECTIONS:
+        values = data.get(section)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise SpecError(section, values, f"a JSON object with fields: {', '.join(_fields_of(section))}")
+        for key, value in values.items():
+            if key not in _fields_of(section):
+                raise SpecError(f"{section}.{key}", value, f"unknown field; allowed here: {', '.join(_fields_of(section))}")
+            if isinstance(value, (dict, list, bool)):
+                raise SpecError(f"{section}.{key}", value, "a single number or text is expected")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SpecError(f"{section}.{key}", value, "a finite number is expected")
+        if section == "measured" and "step_time_s" not in values:
+            raise SpecError("measured.step_time_s", MISSING, "this field is required when measured is given")
+        for f in FIELDS:
+            if f.section == section:
+                row[f.leaf] = values.get(f.name)
+    from features.table import table_from_rows  # the column rules live beside the table checks
+
+    table = table_from_rows([row])
+    if table.errors[0] is not None:
+        from features.errors import RowError
+
+        raise RowError(table.errors[0])
+    name = table.columns["name"][0]
+    return Job(name=str(name), row=row)
 
 
 def load_job(path: str | Path) -> Job:
@@ -167,13 +187,44 @@ def load_job(path: str | Path) -> Job:
 
 def flatten(job: Job) -> dict[str, Any]:
     """The job as one fleet row: leaf names to values (None where omitted)."""
-    row: dict[str, Any] = {}
-    for leaf, (section, name) in FLAT_FIELDS.items():
-        holder = job if section is None else getattr(job, section)
-        row[leaf] = None if holder is None else getattr(holder, name)
-    return row
+    return {leaf: job.row.get(leaf) for leaf in FLAT_FIELDS}
 
 
 def json_schema() -> dict[str, Any]:
-    """JSON Schema of the job file."""
-    return Job.model_json_schema()
+    """JSON Schema of the job file, built from :data:`FIELDS` with pydantic."""
+    from typing import Literal, Optional
+
+    from pydantic import ConfigDict, create_model
+    from pydantic import Field as Described
+
+    config = ConfigDict(extra="forbid")
+    kinds = {"str": str, "int": int, "float": float}
+
+    def model_of(section: str):
+        fields = {}
+        for f in FIELDS:
+            if f.section != section:
+                continue
+            annotation = Literal[f.allowed] if f.allowed else kinds[f.kind]
+            bounds = {}
+            if f.lower is not None:
+                bounds["ge" if f.lower_inclusive else "gt"] = f.lower
+            if f.upper is not None:
+                bounds["le"] = f.upper
+            required = f.required or section == "measured"
+            default = ... if required else f.default
+            fields[f.name] = (annotation if required or f.default is not None else Optional[annotation],
+                              Described(default, description=f.description, **bounds))
+        return create_model(section.capitalize(), __config__=config, **fields)
+
+    sections = {section: model_of(section) for section in SECTIONS}
+    job = create_model(
+        "Job",
+        __config__=config,
+        name=(str, Described("job", description=FIELDS_BY_LEAF["name"].description)),
+        workload=(sections["workload"], ...),
+        parallelism=(Optional[sections["parallelism"]], None),
+        cluster=(sections["cluster"], ...),
+        measured=(Optional[sections["measured"]], None),
+    )
+    return job.model_json_schema()

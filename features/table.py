@@ -1,8 +1,8 @@
 """Flat job tables: type checks and defaults, one column at a time.
 
 A fleet of a million jobs cannot go through a per-row validator, so the rules
-of the job spec (:mod:`features.jobspec`) are read off its pydantic models once
-and applied to whole columns with numpy. A single job takes the same path as a
+of the job spec (:data:`features.jobspec.FIELDS`) are applied to whole columns
+with numpy. A single job takes the same path as a
 one-row table, so a job file and a fleet row are judged by the same rules.
 
 A row that breaks a rule keeps its place: its first problem is recorded in
@@ -14,71 +14,17 @@ from __future__ import annotations
 
 import math
 import sys
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import annotated_types
 import numpy as np
 
 from features.errors import MISSING, SpecError
-from features.jobspec import FLAT_FIELDS, Cluster, Job, Measured, Parallelism, Workload, field_path
+from features.jobspec import FIELDS_BY_LEAF, FLAT_FIELDS, Field
 
-_SECTION_MODELS = {None: Job, "workload": Workload, "parallelism": Parallelism, "cluster": Cluster, "measured": Measured}
-
-
-@dataclass(frozen=True)
-class FieldRule:
-    """What one flat column may hold, read off the job spec's pydantic field."""
-
-    leaf: str
-    path: str
-    kind: str  # "str", "int" or "float"
-    allowed: tuple[str, ...] | None
-    lower: float | None
-    lower_inclusive: bool
-    upper: float | None
-    required: bool
-    default: Any
-
-
-def _rule(leaf: str) -> FieldRule:
-    section, name = FLAT_FIELDS[leaf]
-    info = _SECTION_MODELS[section].model_fields[name]
-    annotation = info.annotation
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        annotation = args[0]
-    metadata = list(info.metadata)
-    if typing.get_origin(annotation) is typing.Annotated:
-        annotation, *extras = typing.get_args(annotation)
-        for extra in extras:
-            metadata += getattr(extra, "metadata", [extra])
-    allowed = None
-    if typing.get_origin(annotation) is typing.Annotated:  # a Literal with a case-folding validator
-        annotation = typing.get_args(annotation)[0]
-    if typing.get_origin(annotation) is typing.Literal:
-        allowed, kind = tuple(typing.get_args(annotation)), "str"
-    else:
-        kind = {str: "str", int: "int", float: "float"}[annotation]
-    lower = upper = None
-    inclusive = True
-    for meta in metadata:
-        if isinstance(meta, annotated_types.Ge):
-            lower, inclusive = float(meta.ge), True
-        elif isinstance(meta, annotated_types.Gt):
-            lower, inclusive = float(meta.gt), False
-        elif isinstance(meta, annotated_types.Le):
-            upper = float(meta.le)
-    # A section that is required makes its required fields required in a table,
-    # except the measured time, which a fleet row may leave empty.
-    required = info.is_required() and section != "measured"
-    return FieldRule(leaf, field_path(leaf), kind, allowed, lower, inclusive, upper, required, None if info.is_required() else info.default)
-
-
-RULES: dict[str, FieldRule] = {leaf: _rule(leaf) for leaf in FLAT_FIELDS}
+#: The rule of every flat column, from the job spec's one description of its fields.
+RULES: dict[str, Field] = FIELDS_BY_LEAF
 
 
 @dataclass
@@ -154,7 +100,7 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _bound_text(rule: FieldRule) -> str:
+def _bound_text(rule: Field) -> str:
     what = "a whole number" if rule.kind == "int" else "a finite number"
     if rule.lower is not None and rule.upper is not None:
         return f"allowed: {what} from {rule.lower:g} to {rule.upper:.0f}"
@@ -163,7 +109,7 @@ def _bound_text(rule: FieldRule) -> str:
     return f"allowed: {what}"
 
 
-def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarray:
+def check_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     if rule.kind == "str":
         return _check_text_column(table, rule, raw)
     missing = is_missing(raw)
@@ -189,7 +135,7 @@ def check_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarra
     return numbers
 
 
-def _check_text_column(table: JobTable, rule: FieldRule, raw: np.ndarray) -> np.ndarray:
+def _check_text_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     """Text columns are judged once per distinct value, then mapped back to the rows."""
     codes, uniques = factorize(raw)
     values = np.empty(len(uniques), object)

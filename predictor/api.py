@@ -254,7 +254,7 @@ class Predictor:
 
 
 def _measured(job: Job) -> float | None:
-    return job.measured.step_time_s if job.measured is not None else None
+    return job.measured_step_time_s
 
 
 def _plain(value: Any) -> Any:

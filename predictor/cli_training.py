@@ -173,9 +173,21 @@ def refit_command(
     )
 
 
-try:  # the testbed collector needs torch, an optional extra
-    from training.testbed.cli import collect_command
+@app.command("collect")
+def collect_command(
+    plan: Annotated[str, typer.Option("--plan", help="smoke (under a minute) or full (about 16 minutes, 315 runs).")] = "smoke",
+    out: Annotated[Path, typer.Option("--out", help="Run table (CSV) to append to.")] = Path("training/data/testbed_runs.csv"),
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Measure again configurations already in --out.")] = False,
+) -> None:
+    """Measure real single, AllReduce and PS/Worker training on this host under emulated network tiers.
 
-    app.command("collect")(collect_command)
-except ImportError:  # pragma: no cover
-    pass
+    Needs root, iproute2 (ip, tc) and the testbed extra (torch): every worker and parameter
+    server runs in its own network namespace with a tc-limited link. Configurations already in
+    --out are skipped, so an interrupted collection resumes.
+
+    Example: predict collect --plan smoke --out /tmp/smoke.csv
+    """
+    # The testbed loads only here, keeping its modules off every other command's start-up.
+    from training.testbed.cli import collect_command as collect
+
+    collect(plan=plan, out=out, overwrite=overwrite)

@@ -45,7 +45,8 @@ def family_contributions(predictor: Predictor, result: TablePrediction) -> tuple
     artefact = predictor.artefact
     frame = physical_features(result.resolved, result.breakdown)
     xgb = import_xgboost()
-    contributions = artefact.booster.predict(xgb.DMatrix(frame.values, feature_names=list(frame.names)), pred_contribs=True)
+    booster = artefact.xgboost_booster()
+    contributions = booster.predict(xgb.DMatrix(frame.values, feature_names=list(frame.names)), pred_contribs=True)
     families = contributions[:, :-1] @ family_matrix(frame.names)
     base = contributions[:, -1] + artefact.metadata.get("residual_offset", 0.0)
     return families, base

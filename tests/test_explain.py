@@ -84,3 +84,18 @@ def test_explain_cli_json_and_plot(trained, tmp_path):
     data = json.loads(out.stdout)
     assert set(data["family_speedup_factors"]) == set(FAMILIES)
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_attributions_are_the_shap_librarys_tree_shap_values(predictor, testbed_runs):
+    shap = pytest.importorskip("shap")
+    rows = testbed_runs.drop(columns=["measured_step_time_s"]).head(30).to_dict("records")
+    result = predictor.predict_table(table_from_rows(rows))
+    from features.build import physical_features
+
+    frame = physical_features(result.resolved, result.breakdown)
+    explainer = shap.TreeExplainer(predictor.artefact.xgboost_booster())
+    reference = explainer.shap_values(frame.values)
+    families, _ = family_contributions(predictor, result)
+    from predictor.explain import family_matrix
+
+    np.testing.assert_allclose(families, reference @ family_matrix(frame.names), atol=1e-4)

@@ -24,10 +24,12 @@ def test_the_reference_example_is_accepted_exactly(ps_job):
     ("section", "field", "value", "expected"),
     [
         ("workload", "batch_size_per_gpu", -1, "workload.batch_size_per_gpu: -1 is not valid"),
-        ("workload", "batch_size_per_gpu", 1.5, "fractional"),
-        ("workload", "precision", "fp64", "allowed: fp32, tf32, fp16, bf16 or fp8"),
-        ("workload", "flops_per_sample", float("nan"), "workload.flops_per_sample: nan"),
-        ("parallelism", "architecture", "ring", "allowed: single, allreduce-local, allreduce-cluster or ps-worker"),
+        ("workload", "batch_size_per_gpu", 1.5, "batch_size_per_gpu: 1.5 is not valid; allowed: a whole number from 1"),
+        ("workload", "batch_size_per_gpu", "lots", "batch_size_per_gpu: 'lots' is not valid; allowed: a whole number"),
+        ("workload", "precision", "fp64", "allowed: fp32, tf32, fp16, bf16, fp8"),
+        ("workload", "flops_per_sample", float("nan"), "workload.flops_per_sample: nan is not valid; a finite number"),
+        ("workload", "param_count", -3.0, "workload.param_count: -3.0 is not valid; allowed: a finite number > 0"),
+        ("parallelism", "architecture", "ring", "allowed: single, allreduce-local, allreduce-cluster, ps-worker"),
         ("parallelism", "workers", 0, "parallelism.workers: 0"),
         ("cluster", "colour", "blue", "cluster.colour: 'blue' is not valid; unknown field; allowed here: gpu"),
     ],
@@ -37,6 +39,18 @@ def test_schema_errors_name_field_value_and_allowed(ps_job, section, field, valu
     with pytest.raises(SpecError) as caught:
         job_from_dict(ps_job)
     assert expected in str(caught.value)
+
+
+def test_measured_needs_its_step_time(ps_job):
+    ps_job["measured"] = {}
+    with pytest.raises(SpecError, match="measured.step_time_s is missing"):
+        job_from_dict(ps_job)
+
+
+def test_a_section_must_be_an_object(ps_job):
+    ps_job["cluster"] = "V100"
+    with pytest.raises(SpecError, match="cluster: 'V100' is not valid; a JSON object with fields: gpu"):
+        job_from_dict(ps_job)
 
 
 def test_missing_required_section(ps_job):
@@ -64,7 +78,7 @@ def test_missing_file(tmp_path):
 
 def test_choices_are_case_insensitive_in_files_and_tables(ps_job):
     ps_job["workload"]["precision"] = "FP16"
-    assert job_from_dict(ps_job).workload.precision == "fp16"
+    assert table_from_rows([flatten(job_from_dict(ps_job))]).columns["precision"][0] == "fp16"
     table = table_from_rows([{"gpu": "V100", "model": "resnet50", "precision": "FP16"}])
     assert table.columns["precision"][0] == "fp16"
 

@@ -6,7 +6,8 @@
   the training data's fingerprint and domain, metrics and hyperparameters;
 * ``model_card.md``: what it was trained on, where it is valid, where not.
 
-Loading needs numpy and xgboost only, and checks the schema versions.
+Loading needs numpy and libxgboost only (not the xgboost package) and checks the
+schema versions.
 """
 
 from __future__ import annotations
@@ -58,13 +59,27 @@ def import_xgboost():
 
 @dataclass
 class Artefact:
-    """A loaded model directory."""
+    """A loaded model directory.
+
+    ``booster`` predicts (through XGBoost's C API where it loads, see
+    :mod:`training.booster_capi`); :meth:`xgboost_booster` gives the full
+    xgboost Booster for SHAP values and saving.
+    """
 
     path: Path
     booster: Any
     step_calibration: CalibrationTable
     speedup_calibration: CalibrationTable | None
     metadata: dict[str, Any]
+
+    def xgboost_booster(self):
+        """The booster as an ``xgboost.Booster`` (loads the xgboost package)."""
+        if not hasattr(self, "_xgboost_booster"):
+            xgb = import_xgboost()
+            booster = xgb.Booster()
+            booster.load_model(str(self.path / BOOSTER_FILE))
+            self._xgboost_booster = booster
+        return self._xgboost_booster
 
     @property
     def feature_names(self) -> list[str]:
@@ -118,9 +133,14 @@ def load_artefact(path: Path) -> Artefact:
             f"model at {path} has schema versions (artefact, features) {found}; this version reads {expected}: "
             "retrain it with `predict train`"
         )
-    xgb = import_xgboost()
-    booster = xgb.Booster()
-    booster.load_model(str(path / BOOSTER_FILE))
+    try:
+        from training.booster_capi import CApiBooster, CApiUnavailable
+
+        booster = CApiBooster(path / BOOSTER_FILE)
+    except CApiUnavailable:
+        xgb = import_xgboost()
+        booster = xgb.Booster()
+        booster.load_model(str(path / BOOSTER_FILE))
     calibration = json.loads((path / CALIBRATION_FILE).read_text())
     speedup = calibration.get("speedup")
     return Artefact(

@@ -88,7 +88,7 @@ def refit(base_dir: Path, ds: Dataset, out_dir: Path, name: str) -> RefitResult:
         f"(x{np.exp(offset):.3f}, shrinkage kappa {kappa:.2f}); intervals "
         f"{'recalibrated on the runs' if recalibrated else 'as the base model'}.\n"
     )
-    save_artefact(out_dir, base.booster, step, base.speedup_calibration, metadata, card)
+    save_artefact(out_dir, base.xgboost_booster(), step, base.speedup_calibration, metadata, card)
     before = np.mean(np.abs(np.exp(-residuals) - 1))
     after = np.mean(np.abs(np.exp(-(residuals - offset)) - 1))
     return RefitResult(out_dir, offset, n, recalibrated, float(before), float(after))
