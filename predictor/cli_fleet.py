@@ -33,6 +33,9 @@ def fleet_command(
     explain: Annotated[
         bool, typer.Option("--explain", help="Add each job's residual factors per bottleneck family (why_* columns; needs a trained model).")
     ] = False,
+    explain_method: Annotated[
+        str, typer.Option("--explain-method", help="treeshap (exact SHAP values) or saabas (XGBoost's approximate attributions, ~100x faster).")
+    ] = "treeshap",
 ) -> None:
     """Score every job of a fleet: step time, breakdown, bottleneck and, with --to, the speedup.
 
@@ -52,14 +55,19 @@ def fleet_command(
     if chunk_rows < 1:
         raise SpecError("--chunk-rows", chunk_rows, "allowed: a whole number >= 1")
     scenarios.parse(to)
+    from predictor.explain import ATTRIBUTION_METHODS
+
+    if explain_method not in ATTRIBUTION_METHODS:
+        raise SpecError("--explain-method", explain_method, f"allowed: {', '.join(ATTRIBUTION_METHODS)}")
+    explain_as = explain_method if explain else False
     predictor = fleet.predictor_for(overlap, model, confidence_level)
     if out is not None:
         fleet.fleet_format(out, "--out")
     if engine == "local":
         frame = fleet.read_fleet(jobs)
-        chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level, explain)
+        chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level, explain_as)
     else:
-        chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain)
+        chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain_as)
 
     # The summary needs three columns; the report needs the jobs and their predictions.
     keep = None if report is not None else [c for c in ("step_time_s", "speedup", "error")]

@@ -229,7 +229,7 @@ def score_frame(
     overlap: str = "none",
     model: str = "default",
     confidence_level: float = 0.9,
-    explain: bool = False,
+    explain: bool | str = False,
 ) -> pd.DataFrame:
     """Predictions for every row of a fleet frame: its columns, then the prediction columns.
 
@@ -239,11 +239,12 @@ def score_frame(
     scores a local chunk and a Dask partition. With ``explain`` and a learned
     model, each job also gets its residual's factor per bottleneck family
     (``why_<family>``, see :mod:`predictor.explain`) and the family that moves
-    it most (``why_dominant``).
+    it most (``why_dominant``); ``explain`` is True or "treeshap" for exact
+    TreeSHAP, "saabas" for XGBoost's approximate attributions.
     """
     steps = scenarios.parse(list(to)) if to else []
     predictor = predictor_for(overlap, model, confidence_level)
-    explain = explain and predictor.method == "learned"
+    explain = explain if predictor.method == "learned" else False
     n = len(frame)
     if n == 0:
         return _empty_scored(frame, learned=predictor.method == "learned", scenario=bool(steps), explain=explain)
@@ -290,7 +291,7 @@ def score_frame(
     order = [name for name in OUTPUT_COLUMNS if name in out]
     out = {name: out[name] for name in order}
     if explain:
-        out.update(_explanation_columns(predictor, base, inverse))
+        out.update(_explanation_columns(predictor, base, inverse, "treeshap" if explain is True else explain))
 
     if base.extrapolation is not None:
         out["extrapolation"] = pd.array(np.asarray(base.extrapolation, dtype=object), dtype="str").take(inverse)
@@ -320,7 +321,7 @@ def family_column(family: str) -> str:
     return "why_" + "".join(c if c.isalnum() else "_" for c in family).replace("__", "_")
 
 
-def _explanation_columns(predictor, base, inverse: np.ndarray) -> dict[str, Any]:
+def _explanation_columns(predictor, base, inverse: np.ndarray, method: str) -> dict[str, Any]:
     """Per row: each family's factor on the analytical time and the dominant family."""
     from features.build import FAMILIES
     from predictor.explain import family_contributions
@@ -328,7 +329,7 @@ def _explanation_columns(predictor, base, inverse: np.ndarray) -> dict[str, Any]
     ok = base.resolved.ok
     contributions = np.full((len(ok), len(FAMILIES)), np.nan)
     if ok.any():
-        families, _ = family_contributions(predictor, base)
+        families, _ = family_contributions(predictor, base, method)
         contributions[ok] = families[ok]
     columns: dict[str, Any] = {family_column(f): np.exp(contributions[:, i])[inverse] for i, f in enumerate(FAMILIES)}
     dominant = np.where(ok, np.argmax(np.abs(np.nan_to_num(contributions)), axis=1), -1)
@@ -368,7 +369,7 @@ def iter_scored(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
-    explain: bool = False,
+    explain: bool | str = False,
 ) -> Iterator[pd.DataFrame]:
     """The local engine: :func:`score_frame` over consecutive chunks of ``chunk_rows`` rows.
 
@@ -394,7 +395,7 @@ def score_fleet(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
-    explain: bool = False,
+    explain: bool | str = False,
 ) -> pd.DataFrame:
     """Every row of ``frame`` scored in process (see :func:`iter_scored`), as one frame."""
     return pd.concat(list(iter_scored(frame, to, overlap, chunk_rows, progress, model, confidence_level, explain)))
@@ -438,7 +439,7 @@ def iter_scored_dask(
     progress: bool | None = None,
     model: str = "default",
     confidence_level: float = 0.9,
-    explain: bool = False,
+    explain: bool | str = False,
 ) -> Iterator[pd.DataFrame]:
     """The Dask engine: :func:`score_frame` on every partition, handed back in order.
 
@@ -487,7 +488,7 @@ def score_fleet_dask(
     n_workers: int = 2,
     model: str = "default",
     confidence_level: float = 0.9,
-    explain: bool = False,
+    explain: bool | str = False,
 ) -> pd.DataFrame:
     """Every row of the fleet at ``path`` scored with Dask, as one frame (index 0..n-1)."""
     parts = iter_scored_dask(path, to, overlap, scheduler, n_workers, None, model, confidence_level, explain)

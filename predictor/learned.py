@@ -19,7 +19,8 @@ from features.analytical import BreakdownArrays
 from features.build import physical_features
 from features.resolve import ResolvedJobs
 from training.artefact import Artefact
-from training.calibration import IDENTITY, POOLED, pair_bin_keys, pair_kind, step_bin_keys
+from features.table import factorize
+from training.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
 
 #: Features whose training range bounds the model's domain, with their user-facing names.
 RANGE_FEATURES = {
@@ -47,36 +48,43 @@ def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: Breakdo
     log_step = np.log(breakdown.step_time_s(artefact.baseline)) + residual
     columns = resolved.table.columns
     extrapolation = domain_notes(artefact, resolved, frame)
-    keys = step_bin_keys(columns["architecture"], columns["network"])
-    bins = artefact.step_calibration.bin_for(keys)
+    bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"])
     bins[extrapolation != None] = POOLED  # noqa: E711
     low, high = artefact.step_calibration.interval(log_step, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
 
 
 def domain_notes(artefact: Artefact, resolved: ResolvedJobs, frame) -> np.ndarray:
-    """Per job, why it lies outside the training data (None where it does not)."""
+    """Per job, why it lies outside the training data (None where it does not).
+
+    Notes are built per distinct name or per range, never per row, so a
+    million-job fleet pays for them once.
+    """
     domain = artefact.metadata["domain"]
     notes = np.full(len(resolved.ok), None, object)
-    gpu = resolved.table.columns["gpu"]
-    unseen = resolved.ok & ~np.isin(np.asarray(gpu, object).astype(str), domain["gpus"])
-    _note(notes, unseen, lambda i: f"gpu {gpu[i]} is not in the training data")
-    arch = resolved.table.columns["architecture"]
-    unseen_arch = resolved.ok & ~np.isin(np.asarray(arch, object).astype(str), domain["architectures"])
-    _note(notes, unseen_arch, lambda i: f"architecture {arch[i]} is not in the training data")
+    for column in ("gpu", "architecture"):
+        codes, names = factorize(resolved.table.columns[column])
+        seen = domain["gpus" if column == "gpu" else "architectures"]
+        for u, name in enumerate(names):
+            if name is not None and name not in seen:
+                _note(notes, resolved.ok & (codes == u), f"{column} {name} is not in the training data")
     for feature, (label, to_user) in RANGE_FEATURES.items():
         low, high = domain["ranges"][feature]
         values = frame.column(feature)
         with np.errstate(invalid="ignore"):
-            outside = resolved.ok & ((values < low - 1e-9) | (values > high + 1e-9))
-        _note(notes, outside, lambda i, v=values, lo=low, hi=high, lab=label, f=to_user: (
-            f"{lab} {f(v[i]):.3g} is outside the training range {f(lo):.3g}-{f(hi):.3g}"))
+            below, above = values < low - 1e-9, values > high + 1e-9
+        _note(notes, resolved.ok & below, f"{label} below the training range ({to_user(low):.3g}-{to_user(high):.3g})")
+        _note(notes, resolved.ok & above, f"{label} above the training range ({to_user(low):.3g}-{to_user(high):.3g})")
     return notes
 
 
-def _note(notes: np.ndarray, mask: np.ndarray, text) -> None:
-    for i in np.flatnonzero(mask):
-        notes[i] = text(i) if notes[i] is None else f"{notes[i]}; {text(i)}"
+def _note(notes: np.ndarray, mask: np.ndarray, text: str) -> None:
+    if not mask.any():
+        return
+    fresh = mask & (notes == None)  # noqa: E711
+    notes[fresh] = text
+    more = mask & ~fresh
+    notes[more] = notes[more] + f"; {text}"
 
 
 @dataclass
@@ -104,7 +112,7 @@ def predict_speedup(
         high = np.log(base.upper_s) - np.log(target.lower_s)
         p = np.where(log_ratio > 0, 1.0, 0.0)
     else:
-        bins = table.bin_for(pair_bin_keys(kinds))
+        bins = pair_bins(table, kinds)
         extrapolating = (base.extrapolation != None) | (target.extrapolation != None)  # noqa: E711
         bins[extrapolating] = POOLED
         low, high = table.interval(log_ratio, bins, confidence_level)

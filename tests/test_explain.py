@@ -99,3 +99,11 @@ def test_attributions_are_the_shap_librarys_tree_shap_values(predictor, testbed_
     from predictor.explain import family_matrix
 
     np.testing.assert_allclose(families, reference @ family_matrix(frame.names), atol=1e-4)
+
+
+def test_saabas_attributions_also_add_up(predictor, testbed_runs):
+    rows = testbed_runs.drop(columns=["measured_step_time_s"]).head(40).to_dict("records")
+    result = predictor.predict_table(table_from_rows(rows))
+    families, base = family_contributions(predictor, result, "saabas")
+    residual = result.learned.log_step_time_s - np.log(result.breakdown.step_time_s(predictor.artefact.baseline))
+    np.testing.assert_allclose(families.sum(axis=1) + base, residual, atol=1e-4)

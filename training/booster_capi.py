@@ -65,8 +65,12 @@ class CApiBooster:
         _check(lib.XGBoosterLoadModel(self._handle, str(path).encode()))
 
     def inplace_predict(self, features: np.ndarray) -> np.ndarray:
-        """Predicted values for the rows of a float matrix (NaN = missing), as float32."""
-        data = np.ascontiguousarray(features, dtype=np.float64)
+        """Predicted values for the rows of a float matrix (NaN = missing), as float32.
+
+        XGBoost stores split thresholds as float32 and compares float32 inputs, so
+        handing it float32 gives the same predictions with half the memory traffic.
+        """
+        data = np.ascontiguousarray(features, dtype=np.float32)  # XGBoost splits on float32 values
         if data.ndim != 2:
             raise ValueError("features must be a 2-D matrix")
         interface = {

@@ -152,6 +152,24 @@ IDENTITY = "identity"
 MIXED = "mixed"
 
 
+def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.ndarray) -> np.ndarray:
+    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network)."""
+    from features.table import factorize
+
+    arch_codes, archs = factorize(architecture)
+    net_codes, nets = factorize(network)
+    combo = arch_codes * len(nets) + net_codes
+    distinct, inverse = np.unique(combo, return_inverse=True)
+    chains = step_bin_keys([archs[c // len(nets)] for c in distinct], [nets[c % len(nets)] for c in distinct])
+    return table.bin_for(chains)[inverse]
+
+
+def pair_bins(table: CalibrationTable, kinds: np.ndarray) -> np.ndarray:
+    """Each what-if's speedup bin in ``table``, resolved once per kind."""
+    distinct, inverse = np.unique(kinds.astype(str), return_inverse=True)
+    return table.bin_for(pair_bin_keys(distinct))[inverse]
+
+
 def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.ndarray:
     """What each what-if changes: one kind from :data:`PAIR_KINDS`, ``identity`` or ``mixed``.
 
@@ -167,7 +185,7 @@ def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.
         if a.dtype.kind == "f":
             changed[kind] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
         else:
-            changed[kind] = a.astype(str) != b.astype(str)
+            changed[kind] = np.asarray(a != b, bool)  # text or None, compared as objects
     count = sum(changed[k].astype(int) for k in PAIR_KINDS if k != "architecture")
     out = np.full(n, MIXED, object)
     out[count == 0] = IDENTITY
