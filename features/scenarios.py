@@ -6,9 +6,10 @@ what-if gives exactly 1.0x.
 
 Presets:
 
-* ``allreduce-nvlink``: PS/Worker (or anything) to AllReduce over the GPU's own
-  NVLink inside nodes: ``allreduce-local`` if all GPUs fit in one node, else
-  ``allreduce-cluster`` on the fewest nodes that hold them;
+* ``allreduce-nvlink``: a multi-GPU job (PS/Worker, or AllReduce over another
+  link) to AllReduce over the GPU's own NVLink inside nodes: ``allreduce-local``
+  if all GPUs fit in one node, else ``allreduce-cluster`` on the fewest nodes
+  that hold them; a one-GPU job has no gradients to exchange and stays as it is;
 * ``allreduce-pcie``: the same over the GPU's PCIe generation;
 * any network link name (``ethernet-25g``, ``ethernet-100g``, ``infiniband-ndr`` ...):
   the job's nodes and parameter servers use that NIC;
@@ -58,20 +59,24 @@ def _device_links(table: JobTable, catalog: HardwareCatalog, attr: str) -> np.nd
 
 
 def _to_allreduce(link_attr: str, preset: str) -> Callable[[JobTable, HardwareCatalog], None]:
+    """Move multi-GPU jobs to AllReduce over the GPU's own link; a one-GPU job has nothing to exchange and stays."""
+
     def apply(table: JobTable, catalog: HardwareCatalog) -> None:
         cols = table.columns
+        total = cols["workers"] * cols["gpus_per_worker"]
+        moves = total > 1
         link = _device_links(table, catalog, link_attr)
         codes, gpus = factorize(table.columns["gpu"])
         for u, gpu in enumerate(gpus):
             device = catalog.devices.find(gpu) if gpu is not None else None
             if device is not None and getattr(device, link_attr) is None:
-                table.fail(codes == u, str(SpecError("--to", preset, f"{gpu} has no NVLink; use allreduce-pcie")))
-        total = cols["workers"] * cols["gpus_per_worker"]
+                table.fail(moves & (codes == u), str(SpecError("--to", preset, f"{gpu} has no NVLink; use allreduce-pcie")))
         fits = total <= cols["gpus_per_node"]
-        cols["architecture"] = np.where(fits, "allreduce-local", "allreduce-cluster").astype(object)
-        cols["intra_node_link"] = link
-        cols["nodes"] = np.full(len(table), np.nan)
-        cols["parameter_servers"] = np.full(len(table), np.nan)
+        architecture = np.where(fits, "allreduce-local", "allreduce-cluster").astype(object)
+        cols["architecture"] = np.where(moves, architecture, cols["architecture"]).astype(object)
+        cols["intra_node_link"] = np.where(moves, link, cols["intra_node_link"]).astype(object)
+        cols["nodes"] = np.where(moves, np.nan, cols["nodes"])
+        cols["parameter_servers"] = np.where(moves, np.nan, cols["parameter_servers"])
 
     return apply
 
