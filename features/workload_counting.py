@@ -4,10 +4,10 @@ Regenerate ``features/catalog/workloads.json`` with one command, in a
 separate virtual environment (the product and its tests never import torch;
 the generated JSON is committed)::
 
-    python3 -m venv /work/regen-venv
-    /work/regen-venv/bin/pip install numpy pydantic torch==2.14.1 torchvision==0.29.1 \\
+    python3 -m venv .regen-venv
+    .regen-venv/bin/pip install numpy pydantic torch==2.14.1 torchvision==0.29.1 \\
         transformers==5.24.0 diffusers==0.42.1
-    /work/regen-venv/bin/python -m features.workload_counting --out features/catalog/workloads.json
+    .regen-venv/bin/python -m features.workload_counting --out features/catalog/workloads.json
 
 (``--only resnet50,bert-large`` recounts some entries and keeps the others;
 the full run takes about ten minutes on two CPU cores.)

@@ -27,6 +27,15 @@ class TrainingRuns:
     sources: list[str]
 
 
+def _shown(path: Path) -> str:
+    """A source path as recorded in a model's metadata: relative to the project where it can be."""
+    resolved = Path(path).resolve()
+    for base, prefix in ((ROOT, ""), (ROOT.parent, "../")):
+        if resolved.is_relative_to(base):
+            return prefix + resolved.relative_to(base).as_posix()
+    return str(path)
+
+
 def gather_runs(
     run_files: list[Path] | None = None,
     lambda_csv: Path | None = None,
@@ -55,12 +64,12 @@ def gather_runs(
         result = importer(path)
         frames.append(result.runs)
         counts[label] = result.counts()
-        sources.append(str(path))
+        sources.append(_shown(path))
     if run_files:
         loaded = load_runs(run_files)
         frames.append(loaded.accepted)
         counts["run_files"] = loaded.counts()
-        sources += [str(p) for p in run_files]
+        sources += [_shown(p) for p in run_files]
     if not frames:
         raise SpecError("--runs", None, "no measured runs: give --runs files, or --lambda/--mlperf tables")
     table = pd.concat([f for f in frames if len(f)], ignore_index=True)
