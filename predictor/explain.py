@@ -46,15 +46,17 @@ def family_contributions(predictor: Predictor, result: TablePrediction, method: 
     Their sum is the model's log residual for the job (before a refit offset,
     which is reported with the base value).
     """
-    from training.artefact import import_xgboost
+    from training.artefact import DEDUPLICATE_ABOVE_ROWS, distinct_feature_rows, import_xgboost
 
     artefact = predictor.artefact
     frame = physical_features(result.resolved, result.breakdown)
+    values = np.ascontiguousarray(frame.values, dtype=np.float32)  # as XGBoost stores them
+    first, inverse = distinct_feature_rows(values) if len(values) >= DEDUPLICATE_ABOVE_ROWS else (slice(None), slice(None))
     xgb = import_xgboost()
     booster = artefact.xgboost_booster()
     contributions = booster.predict(
-        xgb.DMatrix(frame.values, feature_names=list(frame.names)), pred_contribs=True, approx_contribs=method == "saabas"
-    )
+        xgb.DMatrix(values[first], feature_names=list(frame.names)), pred_contribs=True, approx_contribs=method == "saabas"
+    )[inverse]
     families = contributions[:, :-1] @ family_matrix(frame.names)
     base = contributions[:, -1] + artefact.metadata.get("residual_offset", 0.0)
     return families, base

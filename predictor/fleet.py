@@ -7,10 +7,11 @@ fresh scoring replaces. Rows come out in the order they went in; a row that
 breaks a rule keeps its place with its message in ``error`` and NaN
 predictions.
 
-:func:`score_frame` is the one scoring function: the local engine calls it on
-chunks of the fleet, the Dask engine on every partition. It predicts each
-distinct job configuration once and spreads the answer over the rows that
-share it, so a fleet where many jobs look alike costs what its distinct
+:func:`score_configs` is the one scoring function: it predicts each distinct
+job configuration once. The local engine hands it every distinct configuration
+of the whole fleet and spreads the answers over the rows chunk by chunk; the
+Dask engine calls :func:`score_frame` (the same, for one frame) on every
+partition. A fleet where many jobs look alike costs what its distinct
 configurations cost; a row's predictions depend only on its own job columns,
 so the result is the same as scoring row by row.
 
@@ -36,7 +37,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +197,8 @@ def _compact(key: np.ndarray) -> tuple[np.ndarray, int]:
     return np.asarray(codes, np.int64), len(uniques)
 
 
-def _categorical(values: np.ndarray, categories: Sequence[str], inverse: np.ndarray) -> pd.Categorical:
-    """Per-configuration labels spread over the rows, as a categorical with fixed categories.
+def _categorical(values: np.ndarray, categories: Sequence[str]) -> pd.Categorical:
+    """Labels (None for missing) as a categorical with fixed categories.
 
     Fixed categories keep every chunk and partition of one fleet the same
     dtype; a label outside them (it should not happen) is added, not lost.
@@ -206,7 +207,7 @@ def _categorical(values: np.ndarray, categories: Sequence[str], inverse: np.ndar
     extra = sorted(set(labels) - set(categories))
     position = {name: i for i, name in enumerate([*categories, *extra])}
     lookup = np.array([position[label] for label in labels] + [-1], np.int16)
-    return pd.Categorical.from_codes(lookup[codes][inverse], categories=[*categories, *extra])
+    return pd.Categorical.from_codes(lookup[codes], categories=[*categories, *extra])
 
 
 def _measured_errors(frame: pd.DataFrame) -> np.ndarray | None:
@@ -223,6 +224,130 @@ def _measured_errors(frame: pd.DataFrame) -> np.ndarray | None:
     return table.errors if table.failed.any() else None
 
 
+@dataclass
+class ConfigScores:
+    """The predictions of distinct job configurations, before they are spread over rows.
+
+    ``columns`` holds numbers as float arrays and labels as categoricals, in
+    output order; ``extrapolation`` and ``errors`` are object arrays (None
+    where there is nothing to say).
+    """
+
+    columns: dict[str, np.ndarray | pd.Categorical]
+    extrapolation: np.ndarray | None
+    errors: np.ndarray
+
+    @cached_property
+    def _text(self) -> dict[str, Any]:
+        """The text columns as pandas string arrays, built once for all chunks."""
+        text = {"error": pd.array(self.errors, dtype="str")}
+        if self.extrapolation is not None:
+            text["extrapolation"] = pd.array(self.extrapolation, dtype="str")
+        return text
+
+    @classmethod
+    def concat(cls, parts: Sequence[ConfigScores]) -> ConfigScores:
+        first = parts[0]
+        if len(parts) == 1:
+            return first
+        columns: dict[str, Any] = {}
+        for name, values in first.columns.items():
+            pieces = [part.columns[name] for part in parts]
+            if isinstance(values, pd.Categorical):
+                columns[name] = pd.api.types.union_categoricals(pieces)
+            else:
+                columns[name] = np.concatenate(pieces)
+        extrapolation = None if first.extrapolation is None else np.concatenate([p.extrapolation for p in parts])
+        return cls(columns, extrapolation, np.concatenate([p.errors for p in parts]))
+
+    def rows(self, frame: pd.DataFrame, inverse: np.ndarray) -> pd.DataFrame:
+        """``frame``'s columns, then the predictions of each row's configuration (``inverse``)."""
+        out: dict[str, Any] = {}
+        for name, values in self.columns.items():
+            if isinstance(values, pd.Categorical):
+                out[name] = pd.Categorical.from_codes(values.codes[inverse], categories=values.categories)
+            else:
+                out[name] = values[inverse]
+        if self.extrapolation is not None:
+            out["extrapolation"] = self._text["extrapolation"].take(inverse)
+        measured = _measured_errors(frame)
+        if measured is None:
+            out["error"] = self._text["error"].take(inverse)
+        else:
+            row_errors = self.errors[inverse]
+            bad = (measured != None) & (row_errors == None)  # noqa: E711 - elementwise None test
+            row_errors[bad] = measured[bad]
+            for name, values in out.items():
+                if isinstance(values, pd.Categorical):
+                    codes = values.codes.copy()
+                    codes[bad] = -1
+                    out[name] = pd.Categorical.from_codes(codes, categories=values.categories)
+                else:
+                    values[bad] = np.nan
+            out["error"] = pd.array(row_errors, dtype="str")
+        kept = frame.drop(columns=[c for c in frame.columns if c in OUTPUT_COLUMNS])
+        return pd.concat([kept, pd.DataFrame(out, index=frame.index)], axis=1)
+
+
+def distinct_configs(frame: pd.DataFrame) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Per row, the index of its job configuration; the configurations' columns; their number."""
+    columns = [leaf for leaf in SCORED_FIELDS if leaf in frame.columns]
+    inverse, distinct = _distinct_rows(frame, columns)
+    k = len(next(iter(distinct.values()))) if distinct else 1
+    if not distinct:
+        inverse = np.zeros(len(frame), np.int64)
+    for leaf, rule in RULES.items():  # an absent number column is all-missing, as a float column
+        if leaf not in distinct and rule.kind != "str":
+            distinct[leaf] = np.full(k, np.nan)
+    return inverse, distinct, k
+
+
+def score_configs(
+    distinct: dict[str, np.ndarray],
+    k: int,
+    steps: Sequence,
+    predictor,
+    explain: bool | str = False,
+) -> ConfigScores:
+    """Predictions for ``k`` job configurations given column by column (see :func:`score_frame`)."""
+    table = validate_columns(distinct, k)
+    if steps:
+        result = predictor.speedup_table(table, steps)
+        base, target, errors = result.baseline, result.target, result.errors
+    else:
+        base, target, errors = predictor.predict_table(table), None, table.errors
+
+    b = base.breakdown
+    numbers: dict[str, Any] = {"step_time_s": base.step_time_s}
+    if base.lower_s is not None:
+        numbers.update(lower_s=base.lower_s, upper_s=base.upper_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        numbers["throughput_samples_per_s"] = base.global_batch_size / base.step_time_s
+    numbers.update(io_s=b.io_s, compute_s=b.compute_s, memory_s=b.memory_s, comm_s=b.comm_s)
+    labels: dict[str, tuple[np.ndarray, Sequence[str]]] = {
+        "bottleneck": (base.bottleneck, COMPONENTS),
+        "bottleneck_link": (base.bottleneck_link, _link_categories()),
+    }
+    numbers["total_gpus"] = base.resolved.total_gpus
+    if target is not None:
+        numbers["target_step_time_s"] = target.step_time_s
+        numbers["speedup"] = result.speedup
+        for name in ("speedup_lower", "speedup_upper", "p_speedup_gt_1"):
+            if getattr(result, name) is not None:
+                numbers[name] = getattr(result, name)
+        labels["target_bottleneck"] = (target.bottleneck, COMPONENTS)
+        numbers["target_total_gpus"] = target.resolved.total_gpus
+
+    columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}
+    for name, (values, categories) in labels.items():
+        columns[name] = _categorical(values, categories)
+    columns = {name: columns[name] for name in OUTPUT_COLUMNS if name in columns}
+    if explain:
+        columns.update(_explanation_columns(predictor, base, "treeshap" if explain is True else explain))
+    extrapolation = None if base.extrapolation is None else np.asarray(base.extrapolation, dtype=object)
+    return ConfigScores(columns, extrapolation, np.asarray(errors, dtype=object))
+
+
 def score_frame(
     frame: pd.DataFrame,
     to: Sequence[str] = (),
@@ -236,8 +361,9 @@ def score_frame(
     ``to`` is a scenario (``--to`` values, applied in order); ``overlap``,
     ``model`` and ``confidence_level`` choose the predictor (see
     :func:`predictor_for`). Rows, order and index are kept. The same function
-    scores a local chunk and a Dask partition. With ``explain`` and a learned
-    model, each job also gets its residual's factor per bottleneck family
+    scores a Dask partition; the local engine scores a whole fleet's distinct
+    configurations the same way. With ``explain`` and a learned model, each
+    job also gets its residual's factor per bottleneck family
     (``why_<family>``, see :mod:`predictor.explain`) and the family that moves
     it most (``why_dominant``); ``explain`` is True or "treeshap" for exact
     TreeSHAP, "saabas" for XGBoost's approximate attributions.
@@ -245,75 +371,10 @@ def score_frame(
     steps = scenarios.parse(list(to)) if to else []
     predictor = predictor_for(overlap, model, confidence_level)
     explain = explain if predictor.method == "learned" else False
-    n = len(frame)
-    if n == 0:
+    if len(frame) == 0:
         return _empty_scored(frame, learned=predictor.method == "learned", scenario=bool(steps), explain=explain)
-    columns = [leaf for leaf in SCORED_FIELDS if leaf in frame.columns]
-    inverse, distinct = _distinct_rows(frame, columns)
-    k = len(next(iter(distinct.values()))) if distinct else 1
-    if not distinct:
-        inverse = np.zeros(n, np.int64)
-    for leaf, rule in RULES.items():  # an absent number column is all-missing, as a float column
-        if leaf not in distinct and rule.kind != "str":
-            distinct[leaf] = np.full(k, np.nan)
-    table = validate_columns(distinct, k)
-
-    if steps:
-        result = predictor.speedup_table(table, steps)
-        base, target, errors = result.baseline, result.target, result.errors
-    else:
-        base, target, errors = predictor.predict_table(table), None, table.errors
-
-    b = base.breakdown
-    per_config: dict[str, Any] = {"step_time_s": base.step_time_s}
-    if base.lower_s is not None:
-        per_config.update(lower_s=base.lower_s, upper_s=base.upper_s)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_config["throughput_samples_per_s"] = base.global_batch_size / base.step_time_s
-    per_config.update(io_s=b.io_s, compute_s=b.compute_s, memory_s=b.memory_s, comm_s=b.comm_s)
-    labels: dict[str, tuple[np.ndarray, Sequence[str]]] = {
-        "bottleneck": (base.bottleneck, COMPONENTS),
-        "bottleneck_link": (base.bottleneck_link, _link_categories()),
-    }
-    per_config["total_gpus"] = base.resolved.total_gpus
-    if target is not None:
-        per_config["target_step_time_s"] = target.step_time_s
-        per_config["speedup"] = result.speedup
-        for name in ("speedup_lower", "speedup_upper", "p_speedup_gt_1"):
-            if getattr(result, name) is not None:
-                per_config[name] = getattr(result, name)
-        labels["target_bottleneck"] = (target.bottleneck, COMPONENTS)
-        per_config["target_total_gpus"] = target.resolved.total_gpus
-
-    out: dict[str, Any] = {name: np.asarray(values, float)[inverse] for name, values in per_config.items()}
-    for name, (values, categories) in labels.items():
-        out[name] = _categorical(values, categories, inverse)
-    order = [name for name in OUTPUT_COLUMNS if name in out]
-    out = {name: out[name] for name in order}
-    if explain:
-        out.update(_explanation_columns(predictor, base, inverse, "treeshap" if explain is True else explain))
-
-    if base.extrapolation is not None:
-        out["extrapolation"] = pd.array(np.asarray(base.extrapolation, dtype=object), dtype="str").take(inverse)
-    error_per_config = np.asarray(errors, dtype=object)
-    measured = _measured_errors(frame)
-    if measured is None:
-        out["error"] = pd.array(error_per_config, dtype="str").take(inverse)
-    else:
-        row_errors = error_per_config[inverse]
-        bad = (measured != None) & (row_errors == None)  # noqa: E711 - elementwise None test
-        row_errors[bad] = measured[bad]
-        for name, values in out.items():
-            if isinstance(values, pd.Categorical):
-                codes = values.codes.copy()
-                codes[bad] = -1
-                out[name] = pd.Categorical.from_codes(codes, categories=values.categories)
-            else:
-                values[bad] = np.nan
-        out["error"] = pd.array(row_errors, dtype="str")
-
-    kept = frame.drop(columns=[c for c in frame.columns if c in OUTPUT_COLUMNS])
-    return pd.concat([kept, pd.DataFrame(out, index=frame.index)], axis=1)
+    inverse, distinct, k = distinct_configs(frame)
+    return score_configs(distinct, k, steps, predictor, explain).rows(frame, inverse)
 
 
 def family_column(family: str) -> str:
@@ -321,8 +382,8 @@ def family_column(family: str) -> str:
     return "why_" + "".join(c if c.isalnum() else "_" for c in family).replace("__", "_")
 
 
-def _explanation_columns(predictor, base, inverse: np.ndarray, method: str) -> dict[str, Any]:
-    """Per row: each family's factor on the analytical time and the dominant family."""
+def _explanation_columns(predictor, base, method: str) -> dict[str, Any]:
+    """Per configuration: each family's factor on the analytical time and the dominant family."""
     from features.build import FAMILIES
     from predictor.explain import family_contributions
 
@@ -331,9 +392,9 @@ def _explanation_columns(predictor, base, inverse: np.ndarray, method: str) -> d
     if ok.any():
         families, _ = family_contributions(predictor, base, method)
         contributions[ok] = families[ok]
-    columns: dict[str, Any] = {family_column(f): np.exp(contributions[:, i])[inverse] for i, f in enumerate(FAMILIES)}
+    columns: dict[str, Any] = {family_column(f): np.exp(contributions[:, i]) for i, f in enumerate(FAMILIES)}
     dominant = np.where(ok, np.argmax(np.abs(np.nan_to_num(contributions)), axis=1), -1)
-    columns["why_dominant"] = pd.Categorical.from_codes(dominant[inverse].astype(np.int16), categories=list(FAMILIES))
+    columns["why_dominant"] = pd.Categorical.from_codes(dominant.astype(np.int16), categories=list(FAMILIES))
     return columns
 
 
@@ -371,20 +432,36 @@ def iter_scored(
     confidence_level: float = 0.9,
     explain: bool | str = False,
 ) -> Iterator[pd.DataFrame]:
-    """The local engine: :func:`score_frame` over consecutive chunks of ``chunk_rows`` rows.
+    """The local engine: the fleet's rows scored in consecutive chunks of ``chunk_rows`` rows.
 
-    A progress bar (stderr) shows when the fleet spans more than one chunk,
-    unless ``progress`` says otherwise.
+    Each distinct job configuration of the whole fleet is scored once (in
+    batches of ``chunk_rows`` configurations), as :func:`score_frame` scores
+    them, and the chunks spread those predictions over their rows. A progress
+    bar (stderr) shows when the fleet spans more than one chunk, unless
+    ``progress`` says otherwise.
     """
     from tqdm import tqdm
 
     n = len(frame)
+    steps = scenarios.parse(list(to)) if to else []
+    predictor = predictor_for(overlap, model, confidence_level)
+    if n == 0:
+        yield score_frame(frame, to, overlap, model, confidence_level, explain)
+        return
+    explain = explain if predictor.method == "learned" else False
+    inverse, distinct, k = distinct_configs(frame)
     show = n > chunk_rows if progress is None else progress
-    with tqdm(total=n, unit="jobs", unit_scale=True, disable=not show, desc="scoring", leave=False) as bar:
-        for start in range(0, max(n, 1), chunk_rows):
-            chunk = frame.iloc[start : start + chunk_rows]
-            yield score_frame(chunk, to, overlap, model, confidence_level, explain)
-            bar.update(len(chunk))
+    parts = []
+    with tqdm(total=k, unit="configs", unit_scale=True, disable=not show, desc="scoring", leave=False) as bar:
+        for start in range(0, k, chunk_rows):
+            batch = {leaf: values[start : start + chunk_rows] for leaf, values in distinct.items()}
+            size = min(chunk_rows, k - start)
+            parts.append(score_configs(batch, size, steps, predictor, explain))
+            bar.update(size)
+    scores = ConfigScores.concat(parts)
+    del parts
+    for start in range(0, n, chunk_rows):
+        yield scores.rows(frame.iloc[start : start + chunk_rows], inverse[start : start + chunk_rows])
 
 
 def score_fleet(

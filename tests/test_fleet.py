@@ -111,6 +111,18 @@ def test_chunks_and_shuffles_do_not_change_answers(fleet):
     pd.testing.assert_frame_equal(shuffled.sort_index(), whole)
 
 
+def test_chunked_scoring_keeps_bad_rows_and_learned_columns(bad_fleet):
+    """Configurations scored fleet-wide, then spread chunk by chunk, give score_frame's answer."""
+    mixed = pd.concat([bad_fleet, bad_fleet.assign(gpu="A100-SXM4-80GB")], ignore_index=True)
+    mixed.loc[25, "gpu"] = "V10"
+    whole = score_frame(mixed, ["allreduce-nvlink"], explain="saabas")
+    chunked = score_fleet(mixed, ["allreduce-nvlink"], chunk_rows=3, progress=False, explain="saabas")
+    pd.testing.assert_frame_equal(chunked, whole)
+    assert "unknown gpu 'V10'" in chunked.loc[25, "error"] and np.isnan(chunked.loc[25, "step_time_s"])
+    assert "measured.step_time_s: -1.0" in chunked.loc[37, "error"]
+    assert {"lower_s", "speedup_lower", "why_dominant"} <= set(chunked.columns)
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_output_round_trips_in_both_formats(tmp_path, fleet, suffix):
     scored = score_fleet(fleet, ["allreduce-nvlink"], progress=False, **ANALYTICAL)

@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from training.artefact import ArtefactError, load_artefact
+from training.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
 from training.calibration import step_bin_keys
 from training.cv import group_folds
 from training.dataset import build_dataset
@@ -77,6 +79,32 @@ def test_artefact_round_trip_gives_the_same_predictions(trained, dataset):
     assert artefact.feature_names == list(dataset.features.names)
     files = {p.name for p in result.path.iterdir()}
     assert files == {"booster.ubj", "calibration.json", "metadata.json", "model_card.md"}
+
+
+def test_repeated_rows_are_predicted_once_with_the_same_answers(trained, dataset):
+    result, _ = trained
+    artefact = load_artefact(result.path)
+    X = dataset.features.values
+    rows = np.random.default_rng(0).integers(0, len(X), DEDUPLICATE_ABOVE_ROWS + 500)
+    assert np.array_equal(artefact.predict_residual(X[rows]), result.model.predict(X)[rows])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=40),
+    nan_at=st.integers(0, 11),
+    collide=st.booleans(),
+)
+def test_distinct_feature_rows_are_exact(picks, nan_at, collide):
+    """data[first][inverse] is data bit for bit, with NaNs and even when every hash collides."""
+    palette = np.arange(6 * 2, dtype=np.float32).reshape(6, 2) * np.float32(0.1)
+    palette.flat[nan_at] = np.nan
+    data = palette[picks]
+    key = np.zeros(len(data), np.uint64) if collide else None
+    first, inverse = distinct_feature_rows(data, key)
+    assert np.array_equal(data[first][inverse].view(np.uint32), data.view(np.uint32))
+    if not collide:
+        assert len(first) == len({row.tobytes() for row in data})
 
 
 def test_loading_checks_the_schema_version(trained, tmp_path):

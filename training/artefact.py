@@ -90,8 +90,52 @@ class Artefact:
         return self.metadata["baseline"]
 
     def predict_residual(self, features: np.ndarray) -> np.ndarray:
-        """Log residual per row, plus a refit cluster's offset where there is one."""
-        return self.booster.inplace_predict(features) + self.metadata.get("residual_offset", 0.0)
+        """Log residual per row, plus a refit cluster's offset where there is one.
+
+        Large inputs go through the trees once per distinct feature row (see
+        :func:`distinct_feature_rows`): jobs that differ only in fields the
+        model does not see, or that a what-if leaves unchanged, cost one
+        traversal.
+        """
+        data = np.ascontiguousarray(features, dtype=np.float32)  # XGBoost splits on float32 values
+        offset = self.metadata.get("residual_offset", 0.0)
+        if len(data) < DEDUPLICATE_ABOVE_ROWS:
+            return self.booster.inplace_predict(data) + offset
+        first, inverse = distinct_feature_rows(data)
+        return self.booster.inplace_predict(data[first])[inverse] + offset
+
+
+#: Below this many rows the trees are cheaper than finding repeated rows.
+DEDUPLICATE_ABOVE_ROWS = 10_000
+
+
+def distinct_feature_rows(data: np.ndarray, key: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows to predict and, per input row, which of them holds its answer: ``data[first][inverse] == data``.
+
+    Rows are keyed by a 64-bit FNV-1a style hash of their float32 bits, then
+    every row is checked bit for bit against the row it was matched with; a
+    row whose hash collides with a different row keeps its own entry, so the
+    result is exact whatever the hash does (``key`` replaces it, for tests).
+    """
+    import pandas as pd
+
+    bits = data.view(np.uint32)
+    if key is None:
+        key = np.full(len(data), 0xCBF29CE484222325, dtype=np.uint64)
+        prime = np.uint64(0x100000001B3)
+        with np.errstate(over="ignore"):
+            for j in range(bits.shape[1]):
+                key ^= bits[:, j].astype(np.uint64)
+                key *= prime
+    codes, uniques = pd.factorize(key)
+    codes = np.asarray(codes, np.int64)
+    # Codes number keys in order of first appearance: a key's first row is where their running maximum steps up.
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
+    collided = np.flatnonzero((bits[first[codes]] != bits).any(axis=1))
+    if len(collided):
+        codes[collided] = len(first) + np.arange(len(collided))
+        first = np.concatenate([first, collided])
+    return first, codes
 
 
 def save_artefact(path: Path, booster, step: CalibrationTable, speedup: CalibrationTable | None, metadata: dict, card: str) -> Path:
