@@ -57,7 +57,8 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
     if is_testbed.any():
         network = text_keys(runs["network"]).to_numpy(object)
         note("leave one tier out (testbed)")
-        tiers = np.where(is_testbed & (runs["architecture"] != "single").to_numpy(), network, None)
+        # One-host runs (single, allreduce-local) cross no network: they belong to no tier.
+        tiers = np.where(is_testbed & (network != ""), network, None)
         result = held_out(ds, "testbed-tier", tiers, tiers != None, params, rounds, confidence_level)  # noqa: E711
         steps["Testbed, leave one network tier out"] = step_summary(ds, result, network)
         note("leave one architecture out (testbed)")
