@@ -8,6 +8,9 @@ then times the path ``predict fleet --jobs F.parquet --out S.parquet`` takes
 
 * ``analytical``: the analytical model alone (``--model none``): step time,
   breakdown and bottleneck;
+* ``analytical-scenario``: the same plus the ``allreduce-nvlink`` scenario
+  (target time, speedup, target bottleneck): the work ``full`` does, without
+  the learned model;
 * ``full``: the shipped model (the learned residual and its intervals when
   ``models/default`` exists, else the analytical model) plus the
   ``allreduce-nvlink`` scenario (target time, speedup and its interval,
@@ -45,6 +48,7 @@ if str(ROOT) not in sys.path:
 #: mode -> (scenario, model): the analytical model alone, or the shipped model (learned when installed).
 MODES = {
     "analytical": ((), "none"),
+    "analytical-scenario": (("allreduce-nvlink",), "none"),
     "full": (("allreduce-nvlink",), "default"),
     "full-distinct": (("allreduce-nvlink",), "default"),
 }
@@ -113,16 +117,18 @@ def main() -> None:
     load_after = os.getloadavg()
 
     base = statistics.median(r["seconds"] for r in runs["analytical"])
+    same_work = statistics.median(r["seconds"] for r in runs["analytical-scenario"])
     results = {}
-    print(f"{'mode':<14} {'model':<11} {'median s':>9} {'runs (s)':<22} {'x analytical':>12} {'CPU s':>6} {'peak MiB':>9}")
+    print(f"{'mode':<20} {'model':<11} {'median s':>9} {'runs (s)':<22} {'x analytical':>12} {'x analytical-scenario':>21} {'CPU s':>6} {'peak MiB':>9}")
     for mode, mode_runs in runs.items():
         seconds = [r["seconds"] for r in mode_runs]
         median = statistics.median(seconds)
         cpu = statistics.median(r["cpu_seconds"] for r in mode_runs)
         peak = max(r["peak_bytes"] for r in mode_runs)
-        results[mode] = {"method": mode_runs[0]["method"], "median_s": median, "runs_s": seconds, "ratio": median / base, "median_cpu_s": cpu, "peak_bytes": peak}
+        results[mode] = {"method": mode_runs[0]["method"], "median_s": median, "runs_s": seconds, "ratio": median / base,
+                         "ratio_same_work": median / same_work, "median_cpu_s": cpu, "peak_bytes": peak}  # fmt: skip
         runs_text = ", ".join(f"{s:.2f}" for s in seconds)
-        print(f"{mode:<14} {mode_runs[0]['method']:<11} {median:9.2f} {runs_text:<22} {median / base:12.2f} {cpu:6.2f} {peak / 2**20:9.0f}")
+        print(f"{mode:<20} {mode_runs[0]['method']:<11} {median:9.2f} {runs_text:<22} {median / base:12.2f} {median / same_work:21.2f} {cpu:6.2f} {peak / 2**20:9.0f}")
     print(f"load average (1, 5, 15 min): before {', '.join(f'{x:.2f}' for x in load_before)}; after {', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs")
     if args.json:
         args.json.write_text(json.dumps({"rows": args.rows, "load_before": load_before, "load_after": load_after, "modes": results}, indent=2))
