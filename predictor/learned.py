@@ -48,7 +48,7 @@ def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: Breakdo
     log_step = np.log(breakdown.step_time_s(artefact.baseline)) + residual
     columns = resolved.table.columns
     extrapolation = domain_notes(artefact, resolved, frame)
-    bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"])
+    bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"], columns["software_stack"])
     bins[extrapolation != None] = POOLED  # noqa: E711
     low, high = artefact.step_calibration.interval(log_step, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)

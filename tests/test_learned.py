@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
-from training.calibration import step_bin_keys
+from training.calibration import run_bin_keys
 from training.cv import group_folds
 from training.dataset import build_dataset
 from training.model import ProtocolError, ResidualRegressor
@@ -25,7 +25,7 @@ def dataset(testbed_runs):
 
 def test_protocol_order_is_enforced(dataset):
     X, y = dataset.features.values, dataset.residual
-    keys = step_bin_keys(dataset.runs["architecture"], dataset.runs["network"])
+    keys = run_bin_keys(dataset.runs)
     model = ResidualRegressor(params=FAST, num_boost_round=20)
     with pytest.raises(ProtocolError, match=r"call fit\(\) first"):
         model.calibrate(np.zeros(len(y)), keys)
@@ -62,7 +62,7 @@ def test_held_out_coverage_is_close_to_nominal(dataset):
     order = rng.permutation(len(dataset))
     train, calib, test = np.split(order, [len(order) // 2, 3 * len(order) // 4])
     X, y = dataset.features.values, dataset.residual
-    keys = step_bin_keys(dataset.runs["architecture"].to_numpy(), dataset.runs["network"].to_numpy())
+    keys = run_bin_keys(dataset.runs)
     model = ResidualRegressor(params=FAST, num_boost_round=100).fit(X[train], y[train])
     model.calibrate(y[calib] - model.predict(X[calib]), [keys[i] for i in calib])
     y_hat, low, high = model.predict_interval(X[test], [keys[i] for i in test], confidence_level=0.9)

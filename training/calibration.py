@@ -21,7 +21,10 @@ import numpy as np
 
 #: Percentiles stored per bin (0.5 % steps).
 PERCENTILES = np.round(np.arange(0.5, 100.0, 0.5), 1)
-MIN_BIN_SIZE = 40
+#: A Mondrian bin needs this many residuals, else its parent answers: its 5% tails then
+#: rest on five residuals or more, and a bin of a few configurations whose out-of-fold
+#: residuals happen to lean one way cannot narrow or shift its jobs' intervals.
+MIN_BIN_SIZE = 100
 POOLED = "all"
 
 
@@ -135,15 +138,29 @@ def _hold_finite(values: np.ndarray) -> np.ndarray:
 _NETWORKED = ("allreduce-cluster", "ps-worker")
 
 
-def step_bin_keys(architecture: np.ndarray, network: np.ndarray) -> list[tuple[str, ...]]:
-    """Each job's bin chain for step-time intervals: architecture and tier, architecture, pooled."""
+def step_bin_keys(architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray | None = None) -> list[tuple[str, ...]]:
+    """Each job's bin chain for step-time intervals: architecture and tier, architecture, pooled.
+
+    Jobs on a vendor-tuned software stack (``software_stack`` "tuned", such as
+    MLPerf submissions) have chains of their own ("tuned|allreduce-local",
+    "tuned"), so their larger residuals do not widen stock jobs' intervals.
+    """
+    stacks = software_stack if software_stack is not None else [None] * len(architecture)
     keys = []
-    for arch, net in zip(architecture, network):
-        if arch in _NETWORKED:
+    for arch, net, stack in zip(architecture, network, stacks):
+        if stack == "tuned":
+            keys.append((f"tuned|{arch}", "tuned", POOLED))
+        elif arch in _NETWORKED:
             keys.append((f"{arch}|{net}", str(arch), POOLED))
         else:
             keys.append((str(arch), POOLED))
     return keys
+
+
+def run_bin_keys(runs) -> list[tuple[str, ...]]:
+    """:func:`step_bin_keys` of a run table's rows (a missing stack is the default, stock)."""
+    stack = runs["software_stack"].to_numpy(object) if "software_stack" in runs.columns else None
+    return step_bin_keys(runs["architecture"].to_numpy(), runs["network"].to_numpy(), stack)
 
 
 #: Kinds of what-if a speedup is calibrated for, as changed job fields.
@@ -152,15 +169,17 @@ IDENTITY = "identity"
 MIXED = "mixed"
 
 
-def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.ndarray) -> np.ndarray:
-    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network)."""
+def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray) -> np.ndarray:
+    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack)."""
     from features.table import factorize
 
     arch_codes, archs = factorize(architecture)
     net_codes, nets = factorize(network)
-    combo = arch_codes * len(nets) + net_codes
+    stack_codes, stacks = factorize(software_stack)
+    combo = (arch_codes * len(nets) + net_codes) * len(stacks) + stack_codes
     distinct, inverse = np.unique(combo, return_inverse=True)
-    chains = step_bin_keys([archs[c // len(nets)] for c in distinct], [nets[c % len(nets)] for c in distinct])
+    pair, stack = np.divmod(distinct, len(stacks))
+    chains = step_bin_keys([archs[c // len(nets)] for c in pair], [nets[c % len(nets)] for c in pair], [stacks[c] for c in stack])
     return table.bin_for(chains)[inverse]
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from training.calibration import pair_bin_keys, step_bin_keys
+from training.calibration import pair_bin_keys, run_bin_keys
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
 from training.dataset import Dataset, text_keys
@@ -82,7 +82,7 @@ def held_out(
         model, _, _, _ = fit_calibrated(sub, params, rounds)
         test_ds = ds.subset(test)
         y_hat = test_ds.log_analytical_s + model.predict(test_ds.features.values)
-        keys = step_bin_keys(test_ds.runs["architecture"].to_numpy(), test_ds.runs["network"].to_numpy())
+        keys = run_bin_keys(test_ds.runs)
         low, high = model.calibration_.interval(y_hat, model.calibration_.bin_for(keys), confidence_level)
         rows = np.flatnonzero(test)
         out.group[rows] = group

@@ -8,7 +8,7 @@ prior (James-Stein): offset = sum(r) / (n + kappa), where kappa = sigma^2 /
 tau^2 is the ratio of the within-cluster residual variance to the variance of
 cluster offsets, both measured on the base model's out-of-fold residuals
 grouped by GPU type. One run moves the model a little, ten runs most of the
-way. With at least ``MIN_BIN_SIZE`` runs the interval widths are recalibrated
+way. With at least ``MIN_RECALIBRATION_RUNS`` runs the interval widths are recalibrated
 on the user's own leave-one-out residuals; with fewer, the base model's stay.
 """
 
@@ -21,8 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from training.artefact import load_artefact, save_artefact
-from training.calibration import MIN_BIN_SIZE, fit_table, step_bin_keys
+from training.calibration import fit_table, run_bin_keys
 from training.dataset import Dataset
+
+#: Runs of the user's cluster from which its own interval widths replace the base model's.
+MIN_RECALIBRATION_RUNS = 40
 
 
 def random_effects_kappa(residuals: np.ndarray, groups: np.ndarray) -> float:
@@ -61,10 +64,10 @@ def refit(base_dir: Path, ds: Dataset, out_dir: Path, name: str) -> RefitResult:
     offset = shrunken_offset(residuals, kappa)
     step, recalibrated = base.step_calibration, False
     n = len(residuals)
-    if n >= MIN_BIN_SIZE:
+    if n >= MIN_RECALIBRATION_RUNS:
         # Leave-one-out: each run's residual after an offset estimated without it.
         loo_offsets = (residuals.sum() - residuals) / (n - 1 + kappa)
-        keys = step_bin_keys(ds.runs["architecture"].to_numpy(), ds.runs["network"].to_numpy())
+        keys = run_bin_keys(ds.runs)
         step, recalibrated = fit_table(residuals - loo_offsets, keys), True
     metadata = {
         **base.metadata,

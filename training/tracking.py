@@ -95,11 +95,11 @@ def calibration_figure(result: "TrainResult"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from training.calibration import step_bin_keys
+    from training.calibration import run_bin_keys
 
     ds = result.dataset
     table = result.model.calibration_
-    bins = table.bin_for(step_bin_keys(ds.runs["architecture"].to_numpy(), ds.runs["network"].to_numpy()))
+    bins = table.bin_for(run_bin_keys(ds.runs))
     levels = np.linspace(0.5, 0.98, 13)
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for arch in sorted(set(ds.runs["architecture"])):

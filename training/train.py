@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from training.artefact import save_artefact
-from training.calibration import pair_bin_keys, step_bin_keys
+from training.calibration import pair_bin_keys, run_bin_keys
 from training.cv import ape, group_folds, out_of_fold, sample_weights
 from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor
@@ -80,7 +80,7 @@ def fit_calibrated(
     folds = group_folds(ds.group, N_SPLITS)
     oof_residual = out_of_fold(ds, folds, params, num_boost_round)
     oof_log_step = ds.log_analytical_s + oof_residual
-    step_keys = step_bin_keys(ds.runs["architecture"].to_numpy(), ds.runs["network"].to_numpy())
+    step_keys = run_bin_keys(ds.runs)
     pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
     pair_residuals = pair_log_ratios(pairs, ds.log_measured_s) - pair_log_ratios(pairs, oof_log_step)
     model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
