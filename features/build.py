@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays
-from features.jobspec import FRAMEWORKS, SOFTWARE_STACKS
+from features.fields import FRAMEWORKS, SOFTWARE_STACKS
 from features.resolve import ResolvedJobs
 from features.table import map_values
 

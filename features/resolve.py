@@ -17,7 +17,7 @@ from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communicati
 from features import analytical
 from features.errors import MISSING, SpecError, UnknownNameError
 from features.hardware import INTRA_NODE_LINK_KINDS, LINK_KINDS, HardwareCatalog, hardware_catalog
-from features.jobspec import PRECISIONS
+from features.fields import PRECISIONS
 from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
 from features.workloads import WorkloadCatalog, workload_catalog

@@ -31,7 +31,7 @@ import numpy as np
 
 from features.errors import SpecError, UnknownNameError
 from features.hardware import HardwareCatalog, hardware_catalog
-from features.jobspec import FLAT_FIELDS
+from features.fields import FLAT_FIELDS
 from features.table import RULES, JobTable, check_column, factorize, map_values
 
 #: Flat fields a ``key=value`` override may set.

@@ -1,7 +1,7 @@
 """Flat job tables: type checks and defaults, one column at a time.
 
 A fleet of a million jobs cannot go through a per-row validator, so the rules
-of the job spec (:data:`features.jobspec.FIELDS`) are applied to whole columns
+of the job spec (:data:`features.fields.FIELDS`) are applied to whole columns
 with numpy. A single job takes the same path as a
 one-row table, so a job file and a fleet row are judged by the same rules.
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from features.errors import MISSING, SpecError
-from features.jobspec import FIELDS_BY_LEAF, FLAT_FIELDS, Field
+from features.fields import FIELDS_BY_LEAF, FLAT_FIELDS, Field
 
 #: The rule of every flat column, from the job spec's one description of its fields.
 RULES: dict[str, Field] = FIELDS_BY_LEAF

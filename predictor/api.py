@@ -112,7 +112,7 @@ class Predictor:
             self._load(model)
 
     def _load(self, model: str | Path) -> None:
-        from training.artefact import ArtefactError, load_artefact
+        from predictor.artefact import ArtefactError, load_artefact
 
         path = default_model_dir() if model == "default" else Path(model)
         if model == "default" and not path.exists():

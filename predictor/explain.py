@@ -46,7 +46,7 @@ def family_contributions(predictor: Predictor, result: TablePrediction, method: 
     Their sum is the model's log residual for the job (before a refit offset,
     which is reported with the base value).
     """
-    from training.artefact import DEDUPLICATE_ABOVE_ROWS, distinct_feature_rows, import_xgboost
+    from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, distinct_feature_rows, import_xgboost
 
     artefact = predictor.artefact
     frame = physical_features(result.resolved, result.breakdown)

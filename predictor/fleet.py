@@ -48,7 +48,7 @@ from features import scenarios
 from features.analytical import COMPONENTS
 from features.errors import SpecError
 from features.hardware import hardware_catalog
-from features.jobspec import FLAT_FIELDS
+from features.fields import FLAT_FIELDS
 from features.table import RULES, JobTable, check_column, validate_columns
 
 #: Job columns that decide a prediction (the job's name and measured time do not).

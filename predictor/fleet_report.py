@@ -43,7 +43,7 @@ import pandas as pd
 
 from features.analytical import COMPONENTS
 from features.errors import SpecError
-from features.jobspec import ARCHITECTURES, FLAT_FIELDS
+from features.fields import ARCHITECTURES, FLAT_FIELDS
 from features.table import RULES, JobTable, check_column
 from predictor.fleet import score_frame
 

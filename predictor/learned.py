@@ -18,9 +18,9 @@ import numpy as np
 from features.analytical import BreakdownArrays
 from features.build import physical_features
 from features.resolve import ResolvedJobs
-from training.artefact import Artefact
+from predictor.artefact import Artefact
 from features.table import factorize
-from training.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
+from predictor.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
 
 #: Features whose training range bounds the model's domain, with their user-facing names.
 RANGE_FEATURES = {

@@ -46,7 +46,7 @@ def plot_roofline(gpu: str, models: Sequence[str] | None, precision: str, out: P
     import matplotlib.pyplot as plt
 
     from features.errors import SpecError
-    from features.jobspec import PRECISIONS
+    from features.fields import PRECISIONS
 
     if precision not in PRECISIONS:
         raise SpecError("--precision", precision, f"allowed: {', '.join(PRECISIONS)}")

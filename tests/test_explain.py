@@ -69,7 +69,7 @@ def test_fleet_explanations_match_the_table_ones(predictor, trained, testbed_run
 
 
 def test_explain_cli_json_and_plot(trained, tmp_path):
-    from predictor.cli import app
+    from cli.main import app
 
     result, _ = trained
     job = tmp_path / "job.json"

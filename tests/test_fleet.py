@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from features.jobspec import flatten, job_from_dict
 from predictor import Predictor
-from predictor.cli import app
+from cli.main import app
 from predictor.fleet import (
     OUTPUT_COLUMNS,
     read_fleet,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
-from training.calibration import run_bin_keys
+from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
+from predictor.calibration import run_bin_keys
 from training.cv import group_folds
 from training.dataset import build_dataset
 from training.model import ProtocolError, ResidualRegressor

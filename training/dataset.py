@@ -17,7 +17,7 @@ import pandas as pd
 
 from features.analytical import BreakdownArrays
 from features.build import FeatureFrame, physical_features, raw_features
-from features.jobspec import FLAT_FIELDS
+from features.fields import FLAT_FIELDS
 from features.resolve import ResolvedJobs, resolve
 from features.table import validate_columns
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from training.calibration import pair_bin_keys, run_bin_keys
+from predictor.calibration import pair_bin_keys, run_bin_keys
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
 from training.dataset import Dataset, text_keys

@@ -15,7 +15,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from training.calibration import CalibrationTable, fit_table
+from training.calibration import fit_table
+
+from predictor.calibration import CalibrationTable
 
 #: XGBoost settings used when tuning has not chosen others.
 DEFAULT_PARAMS = {

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from training.artefact import load_artefact, save_artefact
-from training.calibration import fit_table, run_bin_keys
+from predictor.artefact import load_artefact, save_artefact
+from training.calibration import fit_table
+from predictor.calibration import run_bin_keys
 from training.dataset import Dataset
 
 #: Runs of the user's cluster from which its own interval widths replace the base model's.

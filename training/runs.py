@@ -46,7 +46,7 @@ import pandas as pd
 
 from features.errors import MISSING, SpecError
 from features.hardware import HardwareCatalog
-from features.jobspec import FLAT_FIELDS, field_path
+from features.fields import FLAT_FIELDS, field_path
 from features.resolve import CatalogArrays, catalog_arrays, resolve
 from features.table import RULES, validate_columns
 from features.workloads import WorkloadCatalog

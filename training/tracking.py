@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from features.jobspec import FLAT_FIELDS
+from features.fields import FLAT_FIELDS
 
 if TYPE_CHECKING:
     from training.train import TrainResult
@@ -95,7 +95,7 @@ def calibration_figure(result: "TrainResult"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from training.calibration import run_bin_keys
+    from predictor.calibration import run_bin_keys
 
     ds = result.dataset
     table = result.model.calibration_

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from training.artefact import save_artefact
-from training.calibration import pair_bin_keys, run_bin_keys
+from predictor.artefact import save_artefact
+from predictor.calibration import pair_bin_keys, run_bin_keys
 from training.cv import ape, group_folds, out_of_fold, sample_weights
 from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor

@@ -1,76 +1,19 @@
-"""The ``predict`` command line, thin over :class:`predictor.Predictor`.
+"""The answering commands: time, speedup, breakdown, explain, and the catalogues, thin over :class:`predictor.Predictor`.
 
-Bad input of any kind (a malformed job file, an unknown GPU, a negative
-batch, an unknown scenario) ends in one line on stderr and exit code 2; the
-conversion happens in :func:`_command`, nowhere else. Heavy libraries load
-inside the commands that need them, so ``predict time`` stays fast.
+Heavy libraries load inside the commands that need them, so ``predict time`` stays fast.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated
 
 import typer
 
-from features.errors import SpecError
-
-app = typer.Typer(
-    name="predict",
-    help="Where a training job's step time goes, and how much faster it would run on other hardware or another architecture.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-JobOption = Annotated[Path, typer.Option("--job", "-j", help="Job spec JSON file (see `predict schema`).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
-OverlapOption = Annotated[
-    str, typer.Option("--overlap", help="How the analytical components add up: none (PAI, additive) or overlapped.")
-]
-ModelOption = Annotated[
-    str, typer.Option("--model", help="Model directory; 'default' is the shipped model, 'none' the analytical model alone.")
-]
-LevelOption = Annotated[float, typer.Option("--confidence-level", help="Coverage of the prediction intervals.")]
+from cli.common import JobOption, JsonOption, LevelOption, ModelOption, OverlapOption, domain_errors, echo_json, make_predictor
 
 
-def _command(*args: Any, **kwargs: Any) -> Callable:
-    """Register a command whose domain errors become one stderr line and exit code 2."""
-
-    def decorate(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*a: Any, **kw: Any) -> Any:
-            try:
-                return fn(*a, **kw)
-            except SpecError as exc:
-                typer.echo(f"error: {exc}", err=True)
-                raise typer.Exit(code=2) from None
-
-        return app.command(*args, **kwargs)(wrapper)
-
-    return decorate
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=_json_default))
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def _predictor(overlap: str, model: str = "default", confidence_level: float = 0.9):
-    from predictor.api import Predictor
-
-    return Predictor(model=None if model == "none" else model, overlap=overlap, confidence_level=confidence_level)
-
-
-@_command("time")
+@domain_errors
 def time_command(
     job: JobOption,
     as_json: JsonOption = False,
@@ -82,16 +25,16 @@ def time_command(
 
     Example: predict time --job examples/jobs/resnet50-ps.json
     """
-    prediction = _predictor(overlap, model, confidence_level).time(job)
+    prediction = make_predictor(overlap, model, confidence_level).time(job)
     if as_json:
-        _echo_json(prediction.to_dict())
+        echo_json(prediction.to_dict())
     else:
         from predictor.report import print_prediction
 
         print_prediction(prediction)
 
 
-@_command("speedup")
+@domain_errors
 def speedup_command(
     job: JobOption,
     to: Annotated[
@@ -112,32 +55,32 @@ def speedup_command(
 
     Example: predict speedup --job examples/jobs/resnet50-ps.json --to allreduce-nvlink
     """
-    result = _predictor(overlap, model, confidence_level).speedup(job, to)
+    result = make_predictor(overlap, model, confidence_level).speedup(job, to)
     if as_json:
-        _echo_json(result.to_dict())
+        echo_json(result.to_dict())
     else:
         from predictor.report import print_speedup
 
         print_speedup(result)
 
 
-@_command("breakdown")
+@domain_errors
 def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: OverlapOption = "none") -> None:
     """Show the analytical split of one step into io, compute, memory and communication.
 
     Example: predict breakdown --job examples/jobs/bert-allreduce-cluster.json --json
     """
-    prediction = _predictor(overlap, model="none").time(job)
+    prediction = make_predictor(overlap, model="none").time(job)
     if as_json:
         breakdown = prediction.breakdown
-        _echo_json({**breakdown.to_dict(), "bottleneck": breakdown.bottleneck, "bottleneck_link": breakdown.bottleneck_link})
+        echo_json({**breakdown.to_dict(), "bottleneck": breakdown.bottleneck, "bottleneck_link": breakdown.bottleneck_link})
     else:
         from predictor.report import print_breakdown
 
         print_breakdown(prediction)
 
 
-@_command("explain")
+@domain_errors
 def explain_command(
     job: JobOption,
     to: Annotated[list[str] | None, typer.Option("--to", help="Explain the speedup under this scenario (as in `predict speedup`).")] = None,
@@ -151,11 +94,11 @@ def explain_command(
     """
     from predictor.explain import explain, plot_waterfall
 
-    explanation = explain(_predictor("none", model), job, to)
+    explanation = explain(make_predictor("none", model), job, to)
     if plot is not None:
         plot_waterfall(explanation, plot)
     if as_json:
-        _echo_json(explanation.to_dict())
+        echo_json(explanation.to_dict())
     else:
         from predictor.report import print_explanation
 
@@ -164,7 +107,7 @@ def explain_command(
             typer.echo(f"wrote {plot}")
 
 
-@_command("devices")
+@domain_errors
 def devices_command(as_json: JsonOption = False) -> None:
     """List the GPUs and links of the hardware catalogue, with where each figure came from.
 
@@ -174,13 +117,13 @@ def devices_command(as_json: JsonOption = False) -> None:
 
     devices, links = devices_records()
     if as_json:
-        _echo_json({"devices": devices, "links": links})
+        echo_json({"devices": devices, "links": links})
     else:
         print_records("Devices", devices)
         print_records("Links", links)
 
 
-@_command("workloads")
+@domain_errors
 def workloads_command(as_json: JsonOption = False) -> None:
     """List the workload catalogue: FLOPs, parameters, memory traffic and arithmetic intensity per model.
 
@@ -190,23 +133,23 @@ def workloads_command(as_json: JsonOption = False) -> None:
 
     records = workload_records()
     if as_json:
-        _echo_json({"workloads": records})
+        echo_json({"workloads": records})
     else:
         print_records("Workloads", records)
 
 
-@_command("schema")
+@domain_errors
 def schema_command() -> None:
     """Print the JSON Schema of a job file.
 
     Example: predict schema > job.schema.json
     """
-    from features.jobspec import json_schema
+    from features.fields import json_schema
 
-    _echo_json(json_schema())
+    echo_json(json_schema())
 
 
-@_command("roofline")
+@domain_errors
 def roofline_command(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU name or alias.")],
     model: Annotated[
@@ -223,15 +166,3 @@ def roofline_command(
 
     path = plot_roofline(gpu, model or None, precision, out)
     typer.echo(f"wrote {path}")
-
-
-# Commands kept in their own modules register themselves on `app`.
-from predictor import cli_fleet, cli_training  # noqa: E402,F401
-
-
-def main() -> None:  # pragma: no cover - console entry point
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from predictor.cli import _command, _echo_json, app
+from cli.common import domain_errors, echo_json
 from predictor.api import default_model_dir
 
 RunsOption = Annotated[
@@ -30,7 +30,7 @@ def _gather(runs, lambda_csv, mlperf_csv):
     return gathered
 
 
-@_command("train")
+@domain_errors
 def train_command(
     runs: RunsOption = None,
     lambda_csv: LambdaOption = None,
@@ -69,7 +69,7 @@ def train_command(
         "seconds": round(time.perf_counter() - started, 1),
     }
     if as_json:
-        _echo_json(summary)
+        echo_json(summary)
         return
     typer.echo(
         f"trained on {summary['rows']} runs in {summary['seconds']} s ({summary['trials']} trials, {summary['pruned']} pruned)\n"
@@ -79,7 +79,7 @@ def train_command(
     )
 
 
-@_command("evaluate")
+@domain_errors
 def evaluate_command(
     runs: RunsOption = None,
     lambda_csv: LambdaOption = None,
@@ -117,7 +117,7 @@ def evaluate_command(
     typer.echo(f"wrote {path}")
 
 
-@_command("physics-report")
+@domain_errors
 def physics_report_command(
     runs: RunsOption = None,
     lambda_csv: LambdaOption = None,
@@ -134,7 +134,7 @@ def physics_report_command(
     typer.echo(f"wrote {write_physics_report(gathered.runs, out)}")
 
 
-@_command("refit")
+@domain_errors
 def refit_command(
     runs: Annotated[list[Path], typer.Option("--runs", help="Your cluster's measured runs (CSV or Parquet run tables).")],
     out: Annotated[Path, typer.Option("--out", help="New model directory (the base model is left untouched).")],
@@ -160,7 +160,7 @@ def refit_command(
         from features.errors import SpecError
 
         raise SpecError("--runs", ", ".join(map(str, runs)), "no valid runs to refit on")
-    from training.artefact import load_artefact
+    from predictor.artefact import load_artefact
 
     ds = build_dataset(loaded.accepted, load_artefact(base).baseline)
     with tracked_run(tracking_uri, run_name=f"refit-{name}") as run_id:
@@ -173,7 +173,7 @@ def refit_command(
     )
 
 
-@app.command("collect")
+@domain_errors
 def collect_command(
     plan: Annotated[str, typer.Option("--plan", help="smoke (under a minute) or full (about 16 minutes, 315 runs).")] = "smoke",
     out: Annotated[Path, typer.Option("--out", help="Run table (CSV) to append to.")] = Path("training/data/testbed_runs.csv"),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from features.build import FEATURE_SCHEMA_VERSION
-from training.calibration import CalibrationTable
+from predictor.calibration import CalibrationTable
 
 #: Bump when the artefact's files or their meaning change.
 ARTEFACT_SCHEMA_VERSION = 1
@@ -62,7 +62,7 @@ class Artefact:
     """A loaded model directory.
 
     ``booster`` predicts (through XGBoost's C API where it loads, see
-    :mod:`training.booster_capi`); :meth:`xgboost_booster` gives the full
+    :mod:`predictor.booster_capi`); :meth:`xgboost_booster` gives the full
     xgboost Booster for SHAP values and saving.
     """
 
@@ -180,7 +180,7 @@ def load_artefact(path: Path) -> Artefact:
             "retrain it with `predict train`"
         )
     try:
-        from training.booster_capi import CApiBooster, CApiUnavailable
+        from predictor.booster_capi import CApiBooster, CApiUnavailable
 
         booster = CApiBooster(path / BOOSTER_FILE)
     except CApiUnavailable:

@@ -1,4 +1,4 @@
-"""The ``predict fleet`` and ``predict fleet-example`` commands (registered on :data:`predictor.cli.app`)."""
+"""The ``predict fleet`` and ``predict fleet-example`` commands ."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 
 from features.errors import SpecError
-from predictor.cli import LevelOption, ModelOption, OverlapOption, _command
+from cli.common import LevelOption, ModelOption, OverlapOption, domain_errors
 
 ENGINES = ("local", "dask")
 
 
-@_command("fleet")
+@domain_errors
 def fleet_command(
     jobs: Annotated[Path, typer.Option("--jobs", "-j", help="Fleet table (.parquet or .csv) with the flat job columns; other columns pass through.")],
     to: Annotated[
@@ -99,7 +99,7 @@ def fleet_command(
         typer.echo(f"report: {report / 'report.md'} ({', '.join(written.files[1:])})")
 
 
-@_command("fleet-example")
+@domain_errors
 def fleet_example_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="File to write (.parquet or .csv).")],
     n: Annotated[int, typer.Option("--n", help="Number of jobs.")] = 2000,

@@ -1,0 +1,132 @@
+"""The job spec's fields: :data:`FIELDS` is the one description of every field of a job.
+
+Where each field sits, what it may hold and its default. The table checks of
+:mod:`features.table` read their rules from it, and :func:`json_schema` builds
+the JSON Schema from it (with pydantic, loaded only for that), so a job file
+and a fleet row are judged by the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ARCHITECTURES = ("single", "allreduce-local", "allreduce-cluster", "ps-worker")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
+SOFTWARE_STACKS = ("stock", "tuned")
+
+SECTIONS = ("workload", "parallelism", "cluster", "measured")
+REQUIRED_SECTIONS = ("workload", "cluster")
+
+_COUNT = {"kind": "int", "lower": 1.0, "upper": 1_000_000.0}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One job field: where it sits, what it may hold and its default.
+
+    Text choices (``allowed``) match case-insensitively. Numbers must lie in
+    ``[lower, upper]`` (``lower`` exclusive where ``lower_inclusive`` is
+    false); ``int`` fields must be whole.
+    """
+
+    section: str | None
+    name: str
+    kind: str  # "str", "int" or "float"
+    description: str
+    default: Any = None
+    required: bool = False
+    allowed: tuple[str, ...] | None = None
+    lower: float | None = None
+    lower_inclusive: bool = True
+    upper: float | None = None
+    leaf: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.leaf:
+            object.__setattr__(self, "leaf", "measured_step_time_s" if self.section == "measured" else self.name)
+
+    @property
+    def path(self) -> str:
+        return self.name if self.section is None else f"{self.section}.{self.name}"
+
+
+FIELDS: tuple[Field, ...] = (
+    Field(None, "name", "str", "A name for the job.", default="job"),
+    Field("workload", "model", "str", "Catalogue model name or alias (see `predict workloads`)."),
+    Field("workload", "batch_size_per_gpu", "int", "Samples per GPU per step; default: the model's catalogue default.",
+          # Recommendation models train with per-GPU batches of millions of samples (NCF in the Lambda benchmark).
+          lower=1.0, upper=100_000_000.0),
+    Field("workload", "precision", "str", "Training precision; fp16/bf16/fp8 mean mixed precision on tensor cores.",
+          default="fp32", allowed=PRECISIONS),
+    Field("workload", "framework", "str", "Training framework.", default="pytorch", allowed=FRAMEWORKS),
+    Field("workload", "software_stack", "str",
+          "stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
+          default="stock", allowed=SOFTWARE_STACKS),
+    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=0.0, lower_inclusive=False),
+    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=0.0, lower_inclusive=False),
+    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=0.0, lower_inclusive=False),
+    Field("workload", "memory_bytes_per_sample", "float", "DRAM traffic per sample per step, at this precision.", lower=0.0),
+    Field("workload", "input_bytes_per_sample", "float", "Bytes copied host to device per sample.", lower=0.0),
+    Field("parallelism", "architecture", "str", "How gradients are exchanged.", default="single", allowed=ARCHITECTURES),
+    Field("parallelism", "workers", description="Worker processes (hosts for ps-worker).", default=1, **_COUNT),
+    Field("parallelism", "gpus_per_worker", description="GPUs each worker drives.", default=1, **_COUNT),
+    Field("parallelism", "parameter_servers", description="ps-worker only; default 1.", **_COUNT),
+    Field("parallelism", "nodes", description="allreduce-cluster only; default: fewest nodes that hold the GPUs.", **_COUNT),
+    Field("cluster", "gpu", "str", "GPU name or alias (see `predict devices`).", required=True),
+    Field("cluster", "gpus_per_node", description="GPUs in one node.", default=8, **_COUNT),
+    Field("cluster", "intra_node_link", "str", "Link joining a node's GPUs; default: the GPU's own."),
+    Field("cluster", "network", "str", "NIC type joining nodes.", default="ethernet-25g"),
+    Field("cluster", "nics_per_node", description="NICs each node uses for training traffic.", default=1, **_COUNT),
+    Field("measured", "step_time_s", "float", "Measured seconds per training step.", lower=0.0, lower_inclusive=False),
+)
+
+#: Leaf name -> (section, field) for the flattened form; order is the fleet column order.
+FLAT_FIELDS: dict[str, tuple[str | None, str]] = {f.leaf: (f.section, f.name) for f in FIELDS}
+FIELDS_BY_LEAF: dict[str, Field] = {f.leaf: f for f in FIELDS}
+
+
+def field_path(leaf: str) -> str:
+    """The dotted job-spec path of a flat field ("gpu" -> "cluster.gpu")."""
+    return FIELDS_BY_LEAF[leaf].path
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the job file, built from :data:`FIELDS` with pydantic."""
+    from typing import Literal, Optional
+
+    from pydantic import ConfigDict, create_model
+    from pydantic import Field as Described
+
+    config = ConfigDict(extra="forbid")
+    kinds = {"str": str, "int": int, "float": float}
+
+    def model_of(section: str):
+        fields = {}
+        for f in FIELDS:
+            if f.section != section:
+                continue
+            annotation = Literal[f.allowed] if f.allowed else kinds[f.kind]
+            bounds = {}
+            if f.lower is not None:
+                bounds["ge" if f.lower_inclusive else "gt"] = f.lower
+            if f.upper is not None:
+                bounds["le"] = f.upper
+            required = f.required or section == "measured"
+            default = ... if required else f.default
+            fields[f.name] = (annotation if required or f.default is not None else Optional[annotation],
+                              Described(default, description=f.description, **bounds))
+        return create_model(section.capitalize(), __config__=config, **fields)
+
+    sections = {section: model_of(section) for section in SECTIONS}
+    job = create_model(
+        "Job",
+        __config__=config,
+        name=(str, Described("job", description=FIELDS_BY_LEAF["name"].description)),
+        workload=(sections["workload"], ...),
+        parallelism=(Optional[sections["parallelism"]], None),
+        cluster=(sections["cluster"], ...),
+        measured=(Optional[sections["measured"]], None),
+    )
+    return job.model_json_schema()

@@ -1,0 +1,167 @@
+"""Conformal calibration tables as the runtime reads them, and the Mondrian bins of a job.
+
+A table stores, per bin, the conformal predictive distribution of the log
+residual at y_hat = 0 as percentiles (fitted by :mod:`training.calibration`);
+answering any confidence level is a table look-up, so prediction needs neither
+crepes nor scipy. A job's bin chain runs from its finest bin to the pooled one
+("ps-worker|ethernet-25g" -> "ps-worker" -> "all"); the first bin with a
+table answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Percentiles stored per bin (0.5 % steps).
+PERCENTILES = np.round(np.arange(0.5, 100.0, 0.5), 1)
+POOLED = "all"
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """Per bin: conservative lower and upper percentile offsets of the log residual."""
+
+    lower: dict[str, np.ndarray]
+    upper: dict[str, np.ndarray]
+    counts: dict[str, int]
+
+    def bin_for(self, keys: Sequence[Sequence[str]]) -> np.ndarray:
+        """The first key of each row's fallback chain that has a table (else the pooled bin)."""
+        out = np.empty(len(keys), object)
+        for i, chain in enumerate(keys):
+            out[i] = next((k for k in chain if k in self.lower), POOLED)
+        return out
+
+    def interval(self, y_hat: np.ndarray, bins: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds of ``y_hat`` (log scale) at ``confidence_level``."""
+        alpha = 100.0 * (1.0 - confidence_level) / 2.0
+        low = np.empty(len(y_hat))
+        high = np.empty(len(y_hat))
+        for name in np.unique(bins.astype(str)):
+            rows = bins == name
+            low[rows] = y_hat[rows] + np.interp(alpha, PERCENTILES, self.lower[name])
+            high[rows] = y_hat[rows] + np.interp(100.0 - alpha, PERCENTILES, self.upper[name])
+        return low, high
+
+    def probability_above(self, y_hat: np.ndarray, bins: np.ndarray, threshold: float) -> np.ndarray:
+        """P(y > threshold) under each row's conformal predictive distribution."""
+        out = np.empty(len(y_hat))
+        for name in np.unique(bins.astype(str)):
+            rows = bins == name
+            middle = (self.lower[name] + self.upper[name]) / 2.0
+            below = np.interp(threshold - y_hat[rows], middle, PERCENTILES, left=0.0, right=100.0)
+            out[rows] = 1.0 - below / 100.0
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "percentiles": PERCENTILES.tolist(),
+            "bins": {
+                name: {"n": self.counts[name], "lower": _finite(self.lower[name]), "upper": _finite(self.upper[name])}
+                for name in self.lower
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CalibrationTable":
+        if list(np.round(data["percentiles"], 1)) != list(PERCENTILES):
+            raise ValueError("calibration table percentiles differ from this version's")
+        bins = data["bins"]
+        return cls(
+            lower={k: np.array(v["lower"], float) for k, v in bins.items()},
+            upper={k: np.array(v["upper"], float) for k, v in bins.items()},
+            counts={k: int(v["n"]) for k, v in bins.items()},
+        )
+
+
+def _finite(values: np.ndarray) -> list[float]:
+    return [float(v) for v in values]
+
+
+# -- Mondrian bins ------------------------------------------------------------
+
+#: Architectures whose step crosses the network, so the tier can be its own bin.
+_NETWORKED = ("allreduce-cluster", "ps-worker")
+
+
+def step_bin_keys(architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray | None = None) -> list[tuple[str, ...]]:
+    """Each job's bin chain for step-time intervals: architecture and tier, architecture, pooled.
+
+    Jobs on a vendor-tuned software stack (``software_stack`` "tuned", such as
+    MLPerf submissions) have chains of their own ("tuned|allreduce-local",
+    "tuned"), so their larger residuals do not widen stock jobs' intervals.
+    """
+    stacks = software_stack if software_stack is not None else [None] * len(architecture)
+    keys = []
+    for arch, net, stack in zip(architecture, network, stacks):
+        if stack == "tuned":
+            keys.append((f"tuned|{arch}", "tuned", POOLED))
+        elif arch in _NETWORKED:
+            keys.append((f"{arch}|{net}", str(arch), POOLED))
+        else:
+            keys.append((str(arch), POOLED))
+    return keys
+
+
+def run_bin_keys(runs) -> list[tuple[str, ...]]:
+    """:func:`step_bin_keys` of a run table's rows (a missing stack is the default, stock)."""
+    stack = runs["software_stack"].to_numpy(object) if "software_stack" in runs.columns else None
+    return step_bin_keys(runs["architecture"].to_numpy(), runs["network"].to_numpy(), stack)
+
+
+#: Kinds of what-if a speedup is calibrated for, as changed job fields.
+PAIR_KINDS = ("architecture", "network", "gpus", "intra_node_link", "gpu", "precision", "batch_size_per_gpu")
+IDENTITY = "identity"
+MIXED = "mixed"
+
+
+def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray) -> np.ndarray:
+    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack)."""
+    from features.table import factorize
+
+    arch_codes, archs = factorize(architecture)
+    net_codes, nets = factorize(network)
+    stack_codes, stacks = factorize(software_stack)
+    combo = (arch_codes * len(nets) + net_codes) * len(stacks) + stack_codes
+    distinct, inverse = np.unique(combo, return_inverse=True)
+    pair, stack = np.divmod(distinct, len(stacks))
+    chains = step_bin_keys([archs[c // len(nets)] for c in pair], [nets[c % len(nets)] for c in pair], [stacks[c] for c in stack])
+    return table.bin_for(chains)[inverse]
+
+
+def pair_bins(table: CalibrationTable, kinds: np.ndarray) -> np.ndarray:
+    """Each what-if's speedup bin in ``table``, resolved once per kind."""
+    distinct, inverse = np.unique(kinds.astype(str), return_inverse=True)
+    return table.bin_for(pair_bin_keys(distinct))[inverse]
+
+
+def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.ndarray:
+    """What each what-if changes: one kind from :data:`PAIR_KINDS`, ``identity`` or ``mixed``.
+
+    A change of architecture counts as one kind whatever else moves with it
+    (PS/Worker to AllReduce over NVLink changes the link and the node count too).
+    ``base`` and ``target`` hold flat job columns plus ``total_gpus``.
+    """
+    n = len(base["architecture"])
+    changed = {}
+    for kind in PAIR_KINDS:
+        column = "total_gpus" if kind == "gpus" else kind
+        a, b = np.asarray(base[column]), np.asarray(target[column])
+        if a.dtype.kind == "f":
+            changed[kind] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+        else:
+            changed[kind] = np.asarray(a != b, bool)  # text or None, compared as objects
+    count = sum(changed[k].astype(int) for k in PAIR_KINDS if k != "architecture")
+    out = np.full(n, MIXED, object)
+    out[count == 0] = IDENTITY
+    for kind in PAIR_KINDS[1:]:
+        out[(count == 1) & changed[kind]] = kind
+    out[changed["architecture"]] = "architecture"
+    return out
+
+
+def pair_bin_keys(kinds: np.ndarray) -> list[tuple[str, ...]]:
+    return [(str(kind), POOLED) if kind not in (MIXED, IDENTITY) else (POOLED,) for kind in kinds]
