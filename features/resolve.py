@@ -2,27 +2,25 @@
 
 Names resolve against the catalogues once per distinct value; catalogue
 defaults fill what a job leaves out (batch size, intra-node link, node count);
-rules that tie fields together (a single job has one GPU, an NVLink needs a
-GPU that has one) are checked here, per row, without stopping the others.
+rules that tie fields together (:mod:`features.rules`) are checked per row,
+without stopping the others.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
 from features import analytical
-from features.errors import MISSING, SpecError, UnknownNameError
-from features.hardware import INTRA_NODE_LINK_KINDS, LINK_KINDS, HardwareCatalog, hardware_catalog
+from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
+from features.catalog_arrays import CatalogArrays, catalog_arrays
+from features.errors import UnknownNameError
 from features.fields import PRECISIONS
+from features.rules import check_links, check_parallelism, check_workload
 from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
-from features.workloads import WorkloadCatalog, workload_catalog
 
-_EXPLICIT_FIGURES = ("flops_per_sample", "memory_bytes_per_sample", "input_bytes_per_sample")
 
 
 @dataclass
@@ -96,74 +94,6 @@ class ResolvedJobs:
         )
 
 
-@dataclass(frozen=True)
-class CatalogArrays:
-    """The catalogues as arrays, indexed like their name lists, for vectorized look-ups."""
-
-    hardware: HardwareCatalog
-    workloads: WorkloadCatalog
-    device_names: list[str]
-    link_names: list[str]
-    workload_names: list[str]
-    peak_flops_per_s: np.ndarray  # [device, precision in PRECISIONS order]
-    release_year: np.ndarray  # NaN where the catalogue has none
-    memory_bw_bytes_per_s: np.ndarray
-    host_link_index: np.ndarray
-    default_intra_link_index: np.ndarray
-    has_nvlink: np.ndarray
-    link_bw_bytes_per_s: np.ndarray
-    link_latency_s: np.ndarray
-    link_kind: np.ndarray  # index into LINK_KINDS
-    workload_flops_per_sample: np.ndarray
-    workload_memory_bytes_per_sample_fp32: np.ndarray
-    workload_input_bytes_per_sample: np.ndarray
-    workload_dense_param_count: np.ndarray
-    workload_default_batch: np.ndarray
-
-
-def catalog_arrays(hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None) -> CatalogArrays:
-    """Array views of the given catalogues (the shipped ones by default, built once)."""
-    if hardware is None and workloads is None:
-        return _shipped_catalog_arrays()
-    return _build_catalog_arrays(hardware or hardware_catalog(), workloads or workload_catalog())
-
-
-@lru_cache(maxsize=1)
-def _shipped_catalog_arrays() -> CatalogArrays:
-    return _build_catalog_arrays(hardware_catalog(), workload_catalog())
-
-
-def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog) -> CatalogArrays:
-    devices = list(hardware.devices)
-    links = list(hardware.links)
-    link_names = [link.name for link in links]
-    link_pos = {name: i for i, name in enumerate(link_names)}
-    specs = list(workloads.workloads)
-    return CatalogArrays(
-        hardware=hardware,
-        workloads=workloads,
-        device_names=[d.name for d in devices],
-        link_names=link_names,
-        workload_names=[w.name for w in specs],
-        peak_flops_per_s=np.array([[d.peak_flops_per_s(p) for p in PRECISIONS] for d in devices], float),
-        release_year=np.array([d.release_year or np.nan for d in devices], float),
-        memory_bw_bytes_per_s=np.array([d.memory_bw_bytes_per_s for d in devices], float),
-        host_link_index=np.array([link_pos[hardware.links.get(d.host_link, "host_link").name] for d in devices]),
-        default_intra_link_index=np.array(
-            [link_pos[hardware.links.get(d.default_intra_node_link, "default_intra_node_link").name] for d in devices]
-        ),
-        has_nvlink=np.array([d.nvlink_link is not None for d in devices], bool),
-        link_bw_bytes_per_s=np.array([link.bw_bytes_per_s for link in links], float),
-        link_latency_s=np.array([link.latency_s for link in links], float),
-        link_kind=np.array([LINK_KINDS.index(link.kind) for link in links], int),
-        workload_flops_per_sample=np.array([w.flops_per_sample for w in specs], float),
-        workload_memory_bytes_per_sample_fp32=np.array([w.memory_bytes_per_sample_fp32 for w in specs], float),
-        workload_input_bytes_per_sample=np.array([w.input_bytes_per_sample for w in specs], float),
-        workload_dense_param_count=np.array([w.dense_param_count for w in specs], float),
-        workload_default_batch=np.array([w.default_batch_size_per_gpu for w in specs], float),
-    )
-
-
 def _lookup(table: JobTable, leaf: str, path: str, index, names: list[str], strict: bool = True) -> np.ndarray:
     """Positions in ``names`` of a name column's values; -1 where missing or unknown.
 
@@ -204,7 +134,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     has_device = device >= 0
     safe_device = np.where(has_device, device, 0)
     intra = np.where((intra < 0) & has_device, cat.default_intra_link_index[safe_device], intra)
-    _check_links(table, cat, device, intra, network)
+    check_links(table, cat, device, intra, network)
 
     # Workload figures: explicit figures win over the catalogue's.
     has_model = model >= 0
@@ -229,7 +159,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     )
     gradient_bytes = _first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
     batch = _first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
-    _check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
+    check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
     arch = map_values(cols["architecture"], ARCHITECTURE_CODES, -1, int)
@@ -250,7 +180,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         [nodes, workers],
         1.0,
     )
-    _check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols)
+    check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols)
 
     ok = table.ok
     precision_index = map_values(precision, {p: i for i, p in enumerate(PRECISIONS)}, 0, int)
@@ -302,80 +232,6 @@ def _first_given(*candidates: np.ndarray) -> np.ndarray:
     for candidate in candidates[1:]:
         out = np.where(np.isnan(out), candidate, out)
     return out
-
-
-def _check_links(table: JobTable, cat: CatalogArrays, device, intra, network) -> None:
-    intra_kind = np.where(intra >= 0, cat.link_kind[np.maximum(intra, 0)], -1)
-    network_kind = np.where(network >= 0, cat.link_kind[np.maximum(network, 0)], -1)
-    names = cat.link_names
-    intra_codes = [LINK_KINDS.index(k) for k in INTRA_NODE_LINK_KINDS]
-    network_code = LINK_KINDS.index("network")
-    intra_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k in intra_codes)
-    network_allowed = ", ".join(n for n, k in zip(names, cat.link_kind) if k == network_code)
-    intra_values = table.columns["intra_node_link"]
-    bad_intra = (intra >= 0) & ~np.isin(intra_kind, intra_codes)
-    table.fail(bad_intra, lambda i: str(SpecError("cluster.intra_node_link", intra_values[i], f"an intra-node link is needed: {intra_allowed}")))
-    network_values = table.columns["network"]
-    table.fail(
-        (network >= 0) & (network_kind != network_code),
-        lambda i: str(SpecError("cluster.network", network_values[i], f"a network link is needed: {network_allowed}")),
-    )
-    nvlink_code = LINK_KINDS.index("nvlink")
-    no_nvlink = (device >= 0) & (intra_kind == nvlink_code) & ~cat.has_nvlink[np.maximum(device, 0)]
-
-    def nvlink_message(i: int) -> str:
-        gpu = cat.device_names[device[i]]
-        spec = cat.hardware.devices.get(gpu, "cluster.gpu")
-        return str(SpecError("cluster.intra_node_link", intra_values[i] or names[intra[i]], f"{gpu} has no NVLink; use {spec.host_link}"))
-
-    table.fail(no_nvlink, nvlink_message)
-
-
-def _check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch) -> None:
-    """A model outside the catalogue must bring its own figures."""
-    models = table.columns["model"]
-    custom = ~has_model & table.ok
-    needed = {
-        "workload.flops_per_sample": flops,
-        "workload.param_count": param_count,
-        "workload.memory_bytes_per_sample": memory,
-        "workload.input_bytes_per_sample": input_bytes,
-        "workload.batch_size_per_gpu": batch,
-    }
-    for path, values in needed.items():
-        missing = custom & np.isnan(values)
-        what = "param_count or gradient_bytes" if path.endswith("param_count") else path.split(".")[1]
-        table.fail(
-            missing,
-            lambda i, what=what: (
-                f"{UnknownNameError('model', 'workload.model', models[i], cat.workload_names)} "
-                f"(or describe it: {what} is missing)"
-                if models[i] is not None
-                else str(SpecError("workload.model", MISSING, f"give a catalogue model or explicit figures ({what} is missing)"))
-            ),
-        )
-
-
-def _check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols) -> None:
-    single = arch == ARCHITECTURE_CODES["single"]
-    table.fail(single & (total_gpus != 1), lambda i: str(SpecError(
-        "parallelism.workers", f"{cols['workers'][i]:.0f} x {cols['gpus_per_worker'][i]:.0f} GPUs",
-        "single runs 1 worker on 1 GPU; use allreduce-local or allreduce-cluster for more")))
-    local = arch == ARCHITECTURE_CODES["allreduce-local"]
-    table.fail(local & (total_gpus > gpus_per_node), lambda i: str(SpecError(
-        "parallelism.gpus_per_worker", f"{total_gpus[i]:.0f} GPUs",
-        f"allreduce-local runs on one node of {gpus_per_node[i]:.0f} GPUs; use allreduce-cluster")))
-    cluster = arch == ARCHITECTURE_CODES["allreduce-cluster"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_node = total_gpus / nodes
-    uneven = cluster & ((per_node != np.round(per_node)) | (per_node > gpus_per_node))
-    table.fail(uneven, lambda i: str(SpecError(
-        "parallelism.nodes", int(nodes[i]),
-        f"{total_gpus[i]:.0f} GPUs must spread evenly over the nodes, at most {gpus_per_node[i]:.0f} per node")))
-    ps = arch == ARCHITECTURE_CODES["ps-worker"]
-    table.fail(ps & (gpus_per_worker > gpus_per_node), lambda i: str(SpecError(
-        "parallelism.gpus_per_worker", int(gpus_per_worker[i]),
-        f"a worker is one node: at most cluster.gpus_per_node = {gpus_per_node[i]:.0f}")))
 
 
 def bottleneck_links(resolved: ResolvedJobs, breakdown: BreakdownArrays, catalogs: CatalogArrays | None = None) -> np.ndarray:
