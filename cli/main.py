@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from cli import fleet, predicting, training
+from cli import fleet, planning, predicting, training
 
 app = typer.Typer(
     name="predict",
@@ -31,6 +31,7 @@ COMMANDS = {
     "workloads": predicting.workloads_command,
     "schema": predicting.schema_command,
     "roofline": predicting.roofline_command,
+    "plan": planning.plan_command,
     "fleet": fleet.fleet_command,
     "fleet-example": fleet.fleet_example_command,
     "train": training.train_command,

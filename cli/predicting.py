@@ -26,7 +26,16 @@ def time_command(
     Example: predict time --job examples/jobs/resnet50-ps.json
     """
     prediction = make_predictor(overlap, model, confidence_level).time(job)
-    if as_json:
+    if hasattr(prediction, "check_fits"):  # a layout job: a layout that does not fit memory exits 2
+        from predictor.layout_report import print_layout_prediction
+
+        if as_json:
+            echo_json(prediction.to_dict())
+        else:
+            prediction.check_fits()
+            print_layout_prediction(prediction)
+        prediction.check_fits()
+    elif as_json:
         echo_json(prediction.to_dict())
     else:
         from predictor.report import print_prediction
@@ -42,7 +51,9 @@ def speedup_command(
         typer.Option(
             "--to",
             help="Scenario: a preset (allreduce-nvlink, allreduce-pcie, mixed-precision, a network such as "
-            "ethernet-100g) or KEY=VALUE (gpu=H100-SXM, workers=16, nodes=4, batch_size_per_gpu=128). "
+            "ethernet-100g) or KEY=VALUE (gpu=H100-SXM, workers=16, nodes=4, batch_size_per_gpu=128; for a "
+            "transformer layout tensor_parallel=4, pipeline_parallel=8, sharding=full, activation_recompute=full, "
+            "micro_batch_size=2, sequence_length=32768, context_parallel=4). "
             "Repeat to combine; applied in order.",
         ),
     ],
@@ -58,6 +69,10 @@ def speedup_command(
     result = make_predictor(overlap, model, confidence_level).speedup(job, to)
     if as_json:
         echo_json(result.to_dict())
+    elif hasattr(result.baseline, "check_fits"):
+        from predictor.layout_report import print_layout_speedup
+
+        print_layout_speedup(result)
     else:
         from predictor.report import print_speedup
 
@@ -96,12 +111,18 @@ def explain_command(
 
     explanation = explain(make_predictor("none", model), job, to)
     if plot is not None:
+        if hasattr(explanation, "prediction"):
+            from features.errors import SpecError
+
+            raise SpecError("--plot", str(plot), "the waterfall is for data-parallel jobs; a layout job's families are in the table")
         plot_waterfall(explanation, plot)
     if as_json:
         echo_json(explanation.to_dict())
     else:
         from predictor.report import print_explanation
 
+        if hasattr(explanation, "prediction"):  # a layout job's bottleneck families
+            from predictor.layout_report import print_layout_explanation as print_explanation
         print_explanation(explanation)
         if plot is not None:
             typer.echo(f"wrote {plot}")

@@ -15,6 +15,10 @@ ARCHITECTURES = ("single", "allreduce-local", "allreduce-cluster", "ps-worker")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
 SOFTWARE_STACKS = ("stock", "tuned")
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+ACTIVATION_RECOMPUTE = ("none", "selective", "full")
+SHARDING = ("none", "optimizer", "gradients", "full")
+ADAPTERS = ("none", "lora")
 
 SECTIONS = ("workload", "parallelism", "cluster", "measured")
 REQUIRED_SECTIONS = ("workload", "cluster")
@@ -33,7 +37,7 @@ class Field:
 
     section: str | None
     name: str
-    kind: str  # "str", "int" or "float"
+    kind: str  # "str", "int", "float" or "bool"
     description: str
     default: Any = None
     required: bool = False
@@ -80,6 +84,31 @@ FIELDS: tuple[Field, ...] = (
     Field("cluster", "network", "str", "NIC type joining nodes.", default="ethernet-25g"),
     Field("cluster", "nics_per_node", description="NICs each node uses for training traffic.", default=1, **_COUNT),
     Field("measured", "step_time_s", "float", "Measured seconds per training step.", lower=0.0, lower_inclusive=False),
+    # A transformer by its shape, trained with tensor, pipeline, context and sharded data parallelism
+    # (a layout job, see features.layout): any of these fields given makes a job one.
+    Field("workload", "layers", description="Transformer blocks; default: the catalogue transformer's.", **_COUNT),
+    Field("workload", "hidden_size", description="Model width h; default: the catalogue transformer's.", **_COUNT),
+    Field("workload", "ffn_hidden_size", description="MLP width; default 4h for gpt, 256 x ceil(8h/3/256) for llama.", **_COUNT),
+    Field("workload", "attention_heads", description="Attention heads; default: the catalogue transformer's.", **_COUNT),
+    Field("workload", "kv_heads", description="Key/value heads (grouped-query attention, llama); default: attention_heads.", **_COUNT),
+    Field("workload", "vocab_size", description="Vocabulary size; default: the catalogue transformer's.", **_COUNT),
+    Field("workload", "sequence_length", description="Tokens per sequence; default: the catalogue transformer's.", **_COUNT),
+    Field("workload", "global_batch_size", description="Sequences per optimizer step; default: data_parallel x micro_batch_size.", **_COUNT),
+    Field("workload", "micro_batch_size", description="Sequences per micro-batch per pipeline; default 1.", **_COUNT),
+    Field("workload", "adapter", "str", "Fine-tuning adapter: lora trains only rank-r adapters on frozen weights "
+          "(also as {\"kind\": \"lora\", \"rank\": 16}); default none.", allowed=ADAPTERS),
+    Field("workload", "adapter_rank", description="LoRA rank.", **_COUNT),
+    Field("parallelism", "tensor_parallel", description="Tensor-parallel GPUs per layer; default 1.", **_COUNT),
+    Field("parallelism", "pipeline_parallel", description="Pipeline stages; default 1.", **_COUNT),
+    Field("parallelism", "context_parallel", description="GPUs splitting each sequence (K/V ring); default 1.", **_COUNT),
+    Field("parallelism", "data_parallel", description="Model replicas; default: what fills parallelism.nodes, else 1.", **_COUNT),
+    Field("parallelism", "pipeline_schedule", "str", "gpipe, 1f1b or interleaved (with virtual_stages); default 1f1b.",
+          allowed=PIPELINE_SCHEDULES),
+    Field("parallelism", "virtual_stages", description="Model chunks per pipeline stage (interleaved schedule); default 1.", **_COUNT),
+    Field("parallelism", "sequence_parallel", "bool", "Sequence parallelism alongside tensor parallelism; default true."),
+    Field("parallelism", "activation_recompute", "str", "Activation recomputation; default none.", allowed=ACTIVATION_RECOMPUTE),
+    Field("parallelism", "sharding", "str", "Data-parallel sharding: optimizer (ZeRO-1), gradients (ZeRO-2), "
+          "full (ZeRO-3, FSDP full shard); default none.", allowed=SHARDING),
 )
 
 #: Leaf name -> (section, field) for the flattened form; order is the fleet column order.
@@ -100,7 +129,7 @@ def json_schema() -> dict[str, Any]:
     from pydantic import Field as Described
 
     config = ConfigDict(extra="forbid")
-    kinds = {"str": str, "int": int, "float": float}
+    kinds = {"str": str, "int": int, "float": float, "bool": bool}
 
     def model_of(section: str):
         fields = {}

@@ -81,9 +81,13 @@ def job_from_dict(data: Any) -> Job:
             continue
         if not isinstance(values, dict):
             raise SpecError(section, values, f"a JSON object with fields: {', '.join(_fields_of(section))}")
+        if section == "workload" and isinstance(values.get("adapter"), dict):
+            values = _flat_adapter(values)
         for key, value in values.items():
             if key not in _fields_of(section):
                 raise SpecError(f"{section}.{key}", value, f"unknown field; allowed here: {', '.join(_fields_of(section))}")
+            if isinstance(value, bool) and FIELDS_BY_LEAF.get(key) is not None and FIELDS_BY_LEAF[key].kind == "bool":
+                continue
             if isinstance(value, (dict, list, bool)):
                 raise SpecError(f"{section}.{key}", value, "a single number or text is expected")
             if isinstance(value, float) and not math.isfinite(value):
@@ -100,6 +104,21 @@ def job_from_dict(data: Any) -> Job:
         raise RowError(table.errors[0])
     name = table.columns["name"][0]
     return Job(name=str(name), row=row)
+
+
+def _flat_adapter(workload: dict[str, Any]) -> dict[str, Any]:
+    """``"adapter": {"kind": "lora", "rank": 16}`` as the flat fields adapter and adapter_rank."""
+    adapter = workload["adapter"]
+    unknown = set(adapter) - {"kind", "rank"}
+    if unknown:
+        raise SpecError(f"workload.adapter.{sorted(unknown)[0]}", adapter[sorted(unknown)[0]], "allowed here: kind, rank")
+    if "adapter_rank" in workload and "rank" in adapter:
+        raise SpecError("workload.adapter_rank", workload["adapter_rank"], "give the rank once, in workload.adapter.rank")
+    flat = {k: v for k, v in workload.items() if k != "adapter"}
+    flat["adapter"] = adapter.get("kind")
+    if "rank" in adapter:
+        flat["adapter_rank"] = adapter["rank"]
+    return flat
 
 
 def load_job(path: str | Path) -> Job:

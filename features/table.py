@@ -112,6 +112,8 @@ def _bound_text(rule: Field) -> str:
 def check_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     if rule.kind == "str":
         return _check_text_column(table, rule, raw)
+    if rule.kind == "bool":
+        return _check_bool_column(table, rule, raw)
     missing = is_missing(raw)
     if rule.required:
         table.fail(missing, str(SpecError(rule.path, MISSING, "this field is required")))
@@ -133,6 +135,24 @@ def check_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     if rule.default is not None:
         numbers = np.where(missing, float(rule.default), numbers)
     return numbers
+
+
+_BOOLEANS = {"true": 1.0, "false": 0.0, "1": 1.0, "0": 0.0, "1.0": 1.0, "0.0": 0.0}
+
+
+def _check_bool_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
+    """Booleans as 1.0 / 0.0 (NaN where not given): true/false, 1/0, in any case."""
+    missing = is_missing(raw)
+    values = np.full(len(raw), np.nan)
+    for i, value in enumerate(raw):
+        if missing[i]:
+            continue
+        number = _BOOLEANS.get(str(value).strip().lower())
+        if number is None:
+            table.fail(np.arange(len(raw)) == i, str(SpecError(rule.path, _plain(value), "allowed: true or false")))
+        else:
+            values[i] = number
+    return values
 
 
 def _check_text_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:

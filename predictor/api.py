@@ -19,6 +19,7 @@ from features import scenarios
 from features.analytical import COMPONENTS, OVERLAP_STRATEGIES, BreakdownArrays
 from features.errors import RowError, SpecError
 from features.jobspec import Job, flatten, job_from_dict, load_job
+from features.layout import is_layout_job
 from features.resolve import ResolvedJobs, bottleneck_links, catalog_arrays, resolve
 from features.table import JobTable, table_from_rows
 from predictor.results import Breakdown, Prediction, SpeedupPrediction
@@ -184,8 +185,12 @@ class Predictor:
     # -- one job ------------------------------------------------------------
 
     def time(self, job: JobLike) -> Prediction:
-        """Predicted step time, throughput and breakdown of one job."""
+        """Predicted step time, throughput and breakdown of one job (a layout job: see :mod:`predictor.layout`)."""
         job = as_job(job)
+        if is_layout_job(job.row):
+            from predictor.layout import predict_layout
+
+            return predict_layout(job)
         result = self.predict_table(table_from_rows([flatten(job)]))
         return self._prediction(result, 0, job.name, _measured(job))
 
@@ -196,6 +201,10 @@ class Predictor:
     def speedup(self, job: JobLike, to: Sequence[str]) -> SpeedupPrediction:
         """Baseline against the job rewritten by the scenario steps ``to`` (applied in order)."""
         job = as_job(job)
+        if is_layout_job(job.row):
+            from predictor.layout import speedup_layout
+
+            return speedup_layout(job, to)
         steps = scenarios.parse(to)
         result = self.speedup_table(table_from_rows([flatten(job)]), steps)
         baseline = self._prediction(result.baseline, 0, job.name, _measured(job))

@@ -22,6 +22,7 @@ from features import scenarios
 from features.analytical import COMPONENTS
 from features.build import FAMILIES, feature_family, physical_features
 from features.jobspec import flatten
+from features.layout import is_layout_job
 from features.table import table_from_rows
 from predictor.api import JobLike, Predictor, TablePrediction, as_job
 
@@ -179,6 +180,10 @@ def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Ex
 def explain(predictor: Predictor, job: JobLike, to: Sequence[str] | None = None) -> Explanation | SpeedupExplanation:
     """Explain one job, or (with ``to``) its speedup under a what-if."""
     job = as_job(job)
+    if is_layout_job(job.row):
+        from predictor.layout import explain_layout
+
+        return explain_layout(job, to)
     table = table_from_rows([flatten(job)])
     if not to:
         return _explain_row(predictor, predictor.predict_table(table), job.name)
