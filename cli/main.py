@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from cli import fleet, planning, predicting, training
+from cli import evaluating_llm, fleet, planning, predicting, training
 
 app = typer.Typer(
     name="predict",
@@ -37,6 +37,7 @@ COMMANDS = {
     "train": training.train_command,
     "evaluate": training.evaluate_command,
     "physics-report": training.physics_report_command,
+    "evaluate-llm": evaluating_llm.evaluate_llm_command,
     "refit": training.refit_command,
     "collect": training.collect_command,
 }
