@@ -82,8 +82,8 @@ LAYOUT_LEAVES = ("tensor_parallel", "pipeline_parallel", "context_parallel", "da
                  "virtual_stages", "sequence_parallel", "activation_recompute", "sharding")
 
 NO_INTERVAL_REASON = (
-    "no interval: the layout model's only measured runs are 13 MLPerf GPT-3 175B runs of two software stacks, "
-    "too few to calibrate one (reports/llm/report.md gives its errors)"
+    "no interval: the layout model's only measured runs are 13 MLPerf GPT-3 175B runs of one software stack "
+    "(NeMo/Megatron on H100), too few to calibrate one; reports/llm/report.md gives its errors there"
 )
 
 

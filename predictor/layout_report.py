@@ -7,7 +7,6 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from features.layout import NO_INTERVAL_REASON
 from features.layout_plan import Plan
 from features.units import bytes_to_gib
 from predictor.layout import LayoutExplanation, LayoutPrediction, LayoutSpeedup
@@ -44,7 +43,7 @@ def print_layout_prediction(prediction: LayoutPrediction) -> None:
     b = prediction.breakdown
     _console.print(
         f"[bold]{prediction.name}[/bold]: {_s(b.step_time_s)} s per step, {b.tokens_per_s:,.0f} tokens/s, "
-        f"MFU {b.mfu:.1%}, HFU {b.hfu:.1%} (analytical layout model; {NO_INTERVAL_REASON})"
+        f"MFU {b.mfu:.1%}, HFU {b.hfu:.1%} (analytical layout model, no interval: too few measured runs to calibrate one)"
     )
     _console.print(_layout_text(prediction))
     if prediction.measured_step_time_s is not None:
