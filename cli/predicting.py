@@ -86,6 +86,11 @@ def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: Over
     Example: predict breakdown --job examples/jobs/bert-allreduce-cluster.json --json
     """
     prediction = make_predictor(overlap, model="none").time(job)
+    if hasattr(prediction, "check_fits"):  # a layout job: its components are its breakdown
+        from predictor.layout_report import print_layout_prediction
+
+        echo_json(prediction.to_dict()) if as_json else print_layout_prediction(prediction)
+        return
     if as_json:
         breakdown = prediction.breakdown
         echo_json({**breakdown.to_dict(), "bottleneck": breakdown.bottleneck, "bottleneck_link": breakdown.bottleneck_link})

@@ -17,7 +17,7 @@ from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communicati
 from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.errors import UnknownNameError
 from features.fields import PRECISIONS
-from features.rules import check_links, check_parallelism, check_workload
+from features.rules import check_links, check_not_layout, check_parallelism, check_workload
 from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
 
@@ -181,6 +181,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         1.0,
     )
     check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols)
+    check_not_layout(table)
 
     ok = table.ok
     precision_index = map_values(precision, {p: i for i, p in enumerate(PRECISIONS)}, 0, int)

@@ -90,3 +90,23 @@ def check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_wo
     table.fail(ps & (gpus_per_worker > gpus_per_node), lambda i: str(SpecError(
         "parallelism.gpus_per_worker", int(gpus_per_worker[i]),
         f"a worker is one node: at most cluster.gpus_per_node = {gpus_per_node[i]:.0f}")))
+
+
+def check_not_layout(table: JobTable) -> None:
+    """A row with transformer-layout fields is a layout job, answered by ``predict time`` / ``plan`` one job at a
+    time (features.layout); scored here as a data-parallel job it would silently ignore its layout."""
+    from features.fields import FIELDS_BY_LEAF
+    from features.layout import LAYOUT_LEAVES, SHAPE_LEAVES
+    from features.table import is_missing
+
+    def shown(value):
+        return f"{value:g}" if isinstance(value, float) else value
+
+    for leaf in SHAPE_LEAVES + LAYOUT_LEAVES:
+        values = table.columns.get(leaf)
+        if values is None:
+            continue
+        table.fail(~is_missing(values), lambda i, leaf=leaf, values=values: str(SpecError(
+            FIELDS_BY_LEAF[leaf].path, shown(values[i]),
+            "a transformer layout field: such a job is answered one at a time (predict time, predict plan), "
+            "not in a table of data-parallel jobs")))

@@ -229,3 +229,20 @@ def test_data_parallel_jobs_are_unchanged():
     assert result.exit_code == 0
     out = json.loads(result.output)
     assert "kind" not in out and set(out["breakdown"]) >= {"io_s", "compute_s", "memory_s", "comm_s"}
+
+
+def test_a_table_row_with_layout_fields_fails_instead_of_ignoring_them():
+    from features.resolve import resolve
+    from features.table import table_from_rows
+
+    base = {"model": "gpt3-175b", "gpu": "H100", "architecture": "allreduce-cluster", "workers": 8, "gpus_per_worker": 8}
+    resolved = resolve(table_from_rows([{**base, "tensor_parallel": 4}, base]))
+    assert resolved.errors[0].startswith("parallelism.tensor_parallel: '4' is not valid; a transformer layout field")
+    assert resolved.errors[1] is None
+
+
+def test_cli_breakdown_of_a_layout_job():
+    result = runner.invoke(app, ["breakdown", "--job", LLAMA, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["breakdown"]["compute"] > 0
+    assert "pipeline bubble" in runner.invoke(app, ["breakdown", "--job", LLAMA]).output
