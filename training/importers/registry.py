@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from training.importers.common import Importer
+from training.importers.dlperf import import_dlperf
 from training.importers.dle import import_dle, import_dle_history
 from training.importers.lambda_benchmark import import_lambda
 from training.importers.mlperf import import_mlperf, import_mlperf_rounds
@@ -15,6 +16,7 @@ IMPORTERS: dict[str, Importer] = {
         Importer("mlperf", "mlperf_training_v3.1.csv", "MLPerf Training v3.1 (mlcommons/training_results_v3.1)", import_mlperf),
         Importer("dle", "dle_training_throughput.csv", "NVIDIA DeepLearningExamples published training throughput (snapshot 729963dd47e7)", import_dle),
         Importer("dle-history", "dle_training_throughput_history.csv", "NVIDIA DeepLearningExamples, values of older README versions", import_dle_history),
+        Importer("dlperf", "dlperf_v100_cluster.csv", "Oneflow-Inc/DLPerf: 4 x 8 V100 cluster, 6-8 frameworks", import_dlperf),
         Importer("mlperf-rounds", "mlperf_training_v0.7-v3.0.csv", "MLPerf Training v0.7-v3.0 (mlcommons/training_results_v0.7 ... v3.0)", import_mlperf_rounds),
     )
 }
