@@ -6,6 +6,7 @@ from training.importers.common import Importer
 from training.importers.dlperf import import_dlperf
 from training.importers.dle import import_dle, import_dle_history
 from training.importers.lambda_benchmark import import_lambda
+from training.importers.tf_benchmarks import import_tf_benchmarks
 from training.importers.mlperf import import_mlperf, import_mlperf_rounds
 
 #: Every public source the default training set draws on, in report order.
@@ -18,6 +19,7 @@ IMPORTERS: dict[str, Importer] = {
         Importer("dle-history", "dle_training_throughput_history.csv", "NVIDIA DeepLearningExamples, values of older README versions", import_dle_history),
         Importer("dlperf", "dlperf_v100_cluster.csv", "Oneflow-Inc/DLPerf: 4 x 8 V100 cluster, 6-8 frameworks", import_dlperf),
         Importer("mlperf-rounds", "mlperf_training_v0.7-v3.0.csv", "MLPerf Training v0.7-v3.0 (mlcommons/training_results_v0.7 ... v3.0)", import_mlperf_rounds),
+        Importer("tf-benchmarks", "ps_worker_gpu_measured.csv", "TensorFlow 1.x 2017 benchmarks: PS/Worker and replicated on P100 and K80", import_tf_benchmarks),
     )
 }
 
