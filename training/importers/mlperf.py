@@ -6,12 +6,13 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
 * Benchmarks: resnet -> resnet50, bert -> bert-large, ssd -> retinanet (v2.0
   on; before it, ssd was SSD-ResNet34, which the catalogue lacks), unet3d,
   dlrm_dcnv2 -> dlrm-dcnv2, rnnt, maskrcnn -> mask-rcnn, gnmt (v0.7),
-  llama2_70b_lora -> llama2-70b-lora, stable_diffusion -> stable-diffusion,
+  stable_diffusion -> stable-diffusion,
   gnn -> rgat. Not mapped, with the reason: dlrm (v0.7-v2.1, the original
   DLRM, not the DCNv2 variant the catalogue holds), minigo (reinforcement
-  learning), transformer (v0.7, Transformer-big); gpt3 rows are large-model
-  layout jobs (tensor and pipeline parallel), described from their own
-  configurations (``mlperf_llm_configs.csv``) rather than as data-parallel runs.
+  learning), transformer (v0.7, Transformer-big); gpt3 and llama2_70b_lora
+  rows are large-model layout jobs (tensor and pipeline parallel), described
+  from their own configurations (``mlperf_llm_configs.csv``) rather than as
+  data-parallel runs.
 * Precision: fp8 for bert, gpt3 and llama2_70b_lora on GPUs with an FP8
   tensor path (NVIDIA's implementations run Transformer Engine FP8 layers:
   BERT's ``--use_transformer_engine2`` "Enable FP8 layers" in every H100
@@ -100,6 +101,11 @@ MLPERF_UNMAPPED_BENCHMARKS = {
     "minigo": "reinforcement learning (self-play): not a fixed-batch training step",
     "transformer": "Transformer-big (WMT17): not in the workload catalogue",
 }
+#: Benchmarks trained with tensor and pipeline parallelism: described from their layouts, not as data-parallel runs.
+MLPERF_LARGE_MODEL_BENCHMARKS = {
+    "gpt3": "GPT-3 175B: a tensor/pipeline-parallel layout (mlperf_llm_configs.csv), not a data-parallel run",
+    "llama2_70b_lora": "Llama 2 70B LoRA: a tensor/pipeline-parallel layout, not a data-parallel run",
+}
 #: Rounds whose "ssd" is SSD-ResNet34 (300x300), before RetinaNet replaced it in v2.0.
 SSD_RESNET34_ROUNDS = frozenset({"v0.7", "v1.0", "v1.1"})
 #: Benchmarks whose NVIDIA implementations train with FP8 layers where the GPU has FP8.
@@ -156,7 +162,8 @@ def _import(path, hardware, workloads, source: str | None, earlier_rounds: bool)
         rows.exclude(pd.notna(unmapped), "benchmark not in the workload catalogue", unmapped)
         ssd34 = (src["benchmark"] == "ssd").to_numpy() & src["round"].isin(SSD_RESNET34_ROUNDS).to_numpy()
         rows.exclude(ssd34, "benchmark not in the workload catalogue", "ssd before v2.0 is SSD-ResNet34 (300x300)")
-        rows.exclude(benchmark == "gpt3", "large-model layout job (tensor/pipeline parallel)", "GPT-3 175B: mapped from its parallel layout, not as a data-parallel run")
+    large = src["benchmark"].map(MLPERF_LARGE_MODEL_BENCHMARKS).to_numpy(object)
+    rows.exclude(pd.notna(large), "large-model layout job (tensor/pipeline parallel)", large)
     model = src["benchmark"].map(MLPERF_BENCHMARKS).to_numpy(object)
     rows.exclude(pd.isna(model), "unmapped benchmark", benchmark)
 
