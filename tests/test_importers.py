@@ -233,6 +233,7 @@ def test_mlperf_mapping_rules(mlperf_csv):
         ("Intel XXV710 25Gb/s Ethernet", "ethernet-25g", 1),
         (" ConnectX-6 25Gb/s Ethernet", "ethernet-25g", 1),
         ("Gig Ethernet", "ethernet-1g", 1),
+        ("8x200Gb/s HDR InfiniBand per node", "infiniband-hdr", 8),
         ("NetXtreme BCM5719 Gigabit Ethernet PCIe", "ethernet-1g", 1),
         ("Intel(R) Corporation Ethernet Controller E810-C for QSFP", "ethernet-100g", 1),
         ("Management: 1x Ethernet 10GB/Sec", None, None),

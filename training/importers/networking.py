@@ -14,7 +14,7 @@ import pandas as pd
 from training.importers.common import pcie_link
 
 _LABEL = re.compile(r"^\s*([A-Za-z+ ]+):\s*(.*)$")
-_COUNT = re.compile(r"^\s*(\d+)\s*x\b", re.IGNORECASE)
+_COUNT = re.compile(r"^\s*(\d+)\s*x(?=\b|\d)", re.IGNORECASE)
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*g(?:b|bit)?\s*(?:/\s*s(?:ec)?\b|ps\b)", re.IGNORECASE)
 _IB_GENERATIONS = (("hdr100", "infiniband-hdr100"), ("ndr", "infiniband-ndr"), ("hdr", "infiniband-hdr"), ("edr", "infiniband-edr"))
 _IB_BY_RATE = {400.0: "infiniband-ndr", 200.0: "infiniband-hdr", 100.0: "infiniband-edr"}
