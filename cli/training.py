@@ -44,8 +44,8 @@ def train_command(
 ) -> None:
     """Tune, calibrate and save the residual model on measured runs; track the run in MLflow.
 
-    Without --runs/--lambda/--mlperf it trains on the default set: Lambda and MLPerf v3.1 from
-    ../shared/data plus the testbed runs in training/data.
+    Without --runs/--lambda/--mlperf it trains on the default set: every public table found in
+    ../shared/data (python -m training.sources lists them) plus the testbed runs in training/data.
 
     Example: predict train --trials 50
     """

@@ -1,8 +1,9 @@
 """Grouped cross-validation of the residual model and of its baselines.
 
 No row of a group is ever in the validation fold of a model trained on
-another row of that group: groups are GPU types (Lambda), benchmarks
-(MLPerf) or topologies (testbed), so a score says how the model does on
+another row of that group: groups are GPU types (Lambda, DeepLearningExamples,
+DLPerf, the TensorFlow benchmarks), benchmarks (MLPerf, every round) or
+topologies (testbed), so a score says how the model does on
 hardware or a workload it has not seen.
 """
 

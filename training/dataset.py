@@ -3,8 +3,12 @@
 The target is the log of measured over analytical step time; a prediction is
 the analytical time times exp(predicted residual). Groups keep related rows
 together in cross-validation, each source by what varies most between its
-rows: a GPU type for Lambda rows (the same machine type appears many times),
-a benchmark (model family) for MLPerf rows, a topology for testbed rows.
+rows: a benchmark (model family) for MLPerf rows of every round (mostly A100
+and H100 on tuned stacks), a topology for testbed rows, and for every other
+public source (Lambda, DeepLearningExamples, DLPerf, the TensorFlow
+benchmarks) the GPU type, shared across those sources: the same GPU measured
+by two sources is one group, so no fold trains on a GPU type's runs from one
+source and validates on its runs from another.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from features.build import FeatureFrame, physical_features, raw_features
 from features.fields import FLAT_FIELDS
 from features.resolve import ResolvedJobs, resolve
 from features.table import validate_columns
+from training.importers.mlperf import is_mlperf
 
 #: The analytical total the residual corrects; "overlapped" or "none" (PAI additive).
 #: Overlapped is the closer start for multi-GPU runs, whose all-reduce hides
@@ -72,21 +77,19 @@ def joined_keys(frame: pd.DataFrame, columns: list[str], sep: str = "|") -> np.n
     return text_keys(frame[present]).agg(sep.join, axis=1).to_numpy(object)
 
 
-MLPERF_SOURCE = "mlcommons/training_results_v3.1"
-
-
 def cv_groups(runs: pd.DataFrame) -> np.ndarray:
     """The cross-validation group of each run.
 
-    Testbed rows: the topology (architecture, workers, servers). MLPerf rows:
-    the benchmark (model family), since their GPUs are mostly H100s. Other
-    public rows: the GPU type.
+    Testbed rows: the topology (architecture, workers, servers). MLPerf rows
+    of any round: the benchmark (model family), since their GPUs are mostly
+    A100s and H100s. Other public rows: the GPU type, the same key whichever
+    source measured it.
     """
     source = text_keys(runs["source"]).to_numpy(object) if "source" in runs.columns else np.full(len(runs), "", object)
     topology = "testbed:" + joined_keys(runs, ["architecture", "workers", "parameter_servers"], ":")
     benchmark = "mlperf:" + text_keys(runs["model"]).to_numpy(object)
     gpu = text_keys(runs["gpu"]).to_numpy(object)
-    return np.select([source == "testbed", source == MLPERF_SOURCE], [topology, benchmark], gpu).astype(object)
+    return np.select([source == "testbed", is_mlperf(source)], [topology, benchmark], gpu).astype(object)
 
 
 def build_dataset(runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Dataset:

@@ -1,0 +1,106 @@
+"""DeepLearningExamples importer: model, unit and fabric rules on hand-written README rows, and the real tables."""
+
+from __future__ import annotations
+
+import pytest
+from table_rows import reasons, write_rows
+
+from training.importers import import_dle, import_dle_history
+from training.runs import load_runs
+
+HEADER = (
+    "source,readme_line,model,model_variant,model_dir,framework,section_heading,system,gpu,gpus_total,gpus_per_node,nodes,"
+    "nodes_source,interconnect,interconnect_inferred,precision,xla,batch_size_per_gpu,batch_parse_note,throughput,"
+    "throughput_unit,unit_source,throughput_column,other_config,container,raw_row,suspect"
+).split(",")
+HDR_FABRIC = "NVLink3 via NVSwitch (600 GB/s/GPU) intra-node; multi-node: 8x200Gb/s HDR InfiniBand per node [DGX A100 spec, not stated in README]"
+DGX1 = "NVLink2 hybrid cube-mesh (V100) [DGX-1 spec, not stated in README]"
+PRETRAIN = "Training performance results > Pre-training NVIDIA DGX A100 (8x A100 80GB) Multi-node Scaling"
+
+
+def row(key, model_dir, gpu, gpus, per_node, nodes, precision, batch, throughput, unit, **extra):
+    framework = model_dir.split("/")[0]
+    return {
+        "source": f"NVIDIA/DeepLearningExamples:{model_dir}/README.md@729963dd47e7", "readme_line": key, "model": model_dir.split("/")[-1],
+        "model_dir": model_dir, "framework": framework, "section_heading": "Training performance results", "system": "DGX",
+        "gpu": gpu, "gpus_total": gpus, "gpus_per_node": per_node, "nodes": nodes, "precision": precision,
+        "batch_size_per_gpu": batch, "throughput": throughput, "throughput_unit": unit, "throughput_column": "Throughput",
+        "container": "20.12-py3", "raw_row": f"row {key}", **extra,
+    }  # fmt: skip
+
+
+ROWS = [
+    row(1, "PyTorch/Classification/ConvNets/resnet50v1.5", "V100-SXM2-16GB", 8, 8, 1, "amp", 256, 10240.0, "images/s", interconnect_inferred=DGX1),
+    row(2, "TensorFlow2/LanguageModeling/BERT", "A100-SXM4-80GB", 32, 8, 4, "tf32", 32, 640.0, "sequences/s",
+        model_variant="Sequence Length=512", section_heading=PRETRAIN, interconnect_inferred=HDR_FABRIC, xla="Yes"),
+    row(3, "TensorFlow2/LanguageModeling/BERT", "A100-SXM4-80GB", 8, 8, 1, "tf32", 64, 2000.0, "sequences/s",
+        model_variant="Sequence Length=128", section_heading=PRETRAIN),
+    row(4, "PyTorch/LanguageModeling/BERT", "V100-SXM3-32GB (DGX-2H 450W)", 16, 16, 1, "amp", 10, 800.0, "sequences/s",
+        section_heading="Training performance results > Fine-tuning training performance for SQuAD v1.1 on DGX-2 32GB"),
+    row(5, "PyTorch/Recommendation/NCF", "A100-SXM4-80GB", 1, 1, 1, "tf32", 1048576, 22.59, "samples/s", raw_row="1 | 1048576 | 22.59M | 34.08M | 0.66"),
+    row(6, "PyTorch/LanguageModeling/Transformer-XL", "A100-SXM4-80GB", 1, 1, 1, "amp", 16, 10000.0, "tokens/s", model_variant="Large model"),
+    row(7, "PyTorch/SpeechSynthesis/Tacotron2", "A100-SXM4-40GB", 1, 1, 1, "amp", 10, 160000.0, "samples/s"),
+    row(8, "MxNet/Classification/RN50v1.5", "V100-SXM2-16GB", 1, 1, 1, "fp32", 96, 400.0, "", suspect="unit not stated"),
+    row(9, "PaddlePaddle/Classification/RN50v1.5", "A100-SXM4-80GB", 1, 1, 1, "amp+asp", 256, 2000.0, "images/s"),
+    row(10, "TensorFlow2/LanguageModeling/BERT", "V100-SXM2-16GB", 16, 8, 2, "amp", 64, 1000.0, "sequences/s",
+        model_variant="Sequence Length=512", section_heading=PRETRAIN, interconnect_inferred=DGX1),
+    row(11, "PyTorch/Classification/ConvNets/efficientnet", "A100-SXM4-80GB", 1, 1, 1, "amp", 256, 2000.0, "images/s"),
+    row(1, "PyTorch/Classification/ConvNets/resnet50v1.5", "V100-SXM2-16GB", 8, 8, 1, "amp", 256, 10240.0, "images/s", interconnect_inferred=DGX1),
+    row(13, "PyTorch/Detection/SSD", "V100-SXM2-16GB", 1, 1, 1, "amp", "", 300.0, "images/s", batch_parse_note="ambiguous multi-value cell (raw)"),
+]
+
+
+@pytest.fixture
+def dle_csv(tmp_path):
+    return write_rows(tmp_path / "dle.csv", HEADER, ROWS)
+
+
+def test_every_row_is_mapped_or_excluded_with_its_reason(dle_csv):
+    runs, excluded = import_dle(dle_csv)
+    assert len(runs) + len(excluded) == len(ROWS)
+    assert reasons(excluded, "readme_line") == {
+        "3": "model not in the workload catalogue",  # BERT-large pre-training at sequence 128
+        "8": "suspect in source",
+        "9": "unmapped precision",
+        "10": "multi-node row without a network",  # DGX-1: no InfiniBand stated or inferred
+        "11": "model not in the workload catalogue",
+        "1": "repeats a row of the source",  # the second copy of line 1
+        "13": "batch size missing or ambiguous",
+    }
+    assert sorted(runs["model"]) == sorted(["resnet50", "bert-large", "bert-large-squad", "ncf", "transformer-xl-large", "waveglow"])
+
+
+def test_mapping_rules(dle_csv):
+    runs = import_dle(dle_csv).runs.set_index("model")
+    resnet = runs.loc["resnet50"]
+    assert (resnet["architecture"], resnet["gpus_per_worker"], resnet["precision"], resnet["framework"]) == ("allreduce-local", 8, "fp16", "pytorch")
+    assert resnet["measured_step_time_s"] == pytest.approx(8 * 256 / 10240.0)
+    bert = runs.loc["bert-large"]
+    assert (bert["architecture"], bert["nodes"], bert["workers"], bert["gpus_per_worker"]) == ("allreduce-cluster", 4, 4, 8)
+    assert (bert["network"], bert["nics_per_node"], bert["framework"], bert["precision"]) == ("infiniband-hdr", 8, "tensorflow", "tf32")
+    assert bert["measured_step_time_s"] == pytest.approx(32 * 32 / 640.0) and bert["software"].endswith("; XLA")
+    squad = runs.loc["bert-large-squad"]
+    assert (squad["gpu"], squad["architecture"]) == ("V100-SXM3-32GB", "allreduce-local")  # the 450 W qualifier dropped
+    assert squad["measured_step_time_s"] == pytest.approx(16 * 10 / 800.0)
+    # NCF's cell reads 22.59M samples/s: 1,048,576 / 22.59e6 s.
+    assert runs.loc["ncf", "measured_step_time_s"] == pytest.approx(1048576 / 22.59e6)
+    # Transformer-XL large: 16 segments of 384 tokens at 10,000 tokens/s; WaveGlow: 10 x 8,000 audio samples at 160,000/s.
+    assert runs.loc["transformer-xl-large", "measured_step_time_s"] == pytest.approx(16 * 384 / 10000.0)
+    assert runs.loc["waveglow", "measured_step_time_s"] == pytest.approx(10 * 8000 / 160000.0)
+    assert set(runs["source"]) == {"NVIDIA/DeepLearningExamples"} and set(runs["software_stack"]) == {"stock"}
+
+
+def test_mapped_rows_load_as_a_run_table(dle_csv, tmp_path):
+    runs, _ = import_dle(dle_csv)
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    loaded = load_runs(tmp_path / "runs.csv")
+    assert loaded.n_accepted == len(runs) and loaded.n_rejected == 0
+
+
+@pytest.mark.parametrize("importer,name,rows,floor", [(import_dle, "dle_training_throughput.csv", 1307, 300), (import_dle_history, "dle_training_throughput_history.csv", 2158, 400)])
+def test_real_tables(shared_data, importer, name, rows, floor):
+    result = importer(shared_data / name)
+    counts = result.counts()
+    assert counts["rows"] == rows and counts["mapped"] >= floor
+    assert result.excluded["reason"].notna().all() and result.runs["source_id"].is_unique
+    assert counts["excluded_by_reason"].get("suspect in source", 0) >= 58

@@ -1,0 +1,89 @@
+"""MLPerf Training v0.7-v3.0 importer: benchmarks by round, accelerator qualifiers, reused logs; and the real table."""
+
+from __future__ import annotations
+
+import pytest
+from table_rows import reasons, write_rows
+
+from training.importers import import_mlperf_rounds
+
+HEADER = (
+    "source,round,submitter,division,availability,system,benchmark,accelerator,accelerators_per_node,n_nodes,"
+    "n_accelerators,accelerator_memory,accelerator_interconnect,host_networking,host_processor,framework,"
+    "global_batch_size,train_samples_per_epoch,n_runs,n_runs_with_throughput,train_throughput_samples_per_s,"
+    "throughput_rel_spread,throughput_per_accelerator,step_time_s,median_time_to_train_min,progress_event,suspect"
+).split(",")
+EDR8 = "8x Mellanox ConnectX-6 IB EDR 100Gb/s"
+
+
+def row(round_, system, benchmark, accelerator, per_node, nodes, batch, throughput, interconnect="NVLink", networking="", framework="NGC PyTorch", **extra):
+    return {
+        "source": f"mlcommons/training_results_{round_}", "round": round_, "submitter": "Somebody", "division": "closed",
+        "system": system, "benchmark": benchmark, "accelerator": accelerator, "accelerators_per_node": per_node, "n_nodes": nodes,
+        "n_accelerators": per_node * nodes, "accelerator_interconnect": interconnect, "host_networking": networking,
+        "framework": framework, "global_batch_size": batch, "n_runs_with_throughput": 5,
+        "train_throughput_samples_per_s": throughput, "throughput_rel_spread": 0.01, **extra,
+    }  # fmt: skip
+
+
+ROWS = [
+    row("v0.7", "2xC4140", "resnet", "Nvidia Tesla V100-SXM2-32GB", 4, 1, 1664, 11230.315, interconnect="NVLINK2.0", framework="NGC MXNet 20.06 , NGC PyTorch 20.06"),
+    row("v1.0", "old-ssd", "ssd", "NVIDIA A100-SXM4-40GB", 8, 1, 2048, 20000.0),
+    row("v2.0", "new-ssd", "ssd", "NVIDIA A100-SXM4-80GB (400W)", 8, 1, 256, 2560.0, interconnect="NVLINK 3.0, NVSWITCH 2.0 600GB/s"),
+    row("v2.0", "bare-a100", "bert", "NVIDIA A100", 8, 1, 448, 3000.0),
+    row("v2.0", "dgxa100_n2", "maskrcnn", "NVIDIA A100-SXM-80GB CTS", 8, 2, 128, 1300.0, networking="8x ConnectX-6 IB HDR 200Gb/s"),
+    row("v2.1", "dgxa100_n2", "maskrcnn", "NVIDIA A100-SXM-80GB CTS", 8, 2, 128, 1300.0, networking="8x ConnectX-6 IB HDR 200Gb/s"),
+    row("v1.1", "dlrm-box", "dlrm", "NVIDIA A100-SXM4-80GB", 8, 1, 55296, 3e6),
+    row("v3.0", "eos_n64", "gpt3", "NVIDIA H100-SXM5-80GB", 8, 64, 1536, 500.0, networking="8x ConnectX-7 IB NDR 400Gb/s"),
+    row("v1.0", "tpu-v4-128", "resnet", "TPU-v4", 4, 32, 4096, 1e5),
+    row("v1.0", "dgx2h_n2", "rnnt", "NVIDIA V100-SXM3-32GB (450W)", 16, 2, 1024, 6400.0, interconnect="NVLINK 2.0, NVSWITCH 1.0 300GB/s", networking=EDR8),
+]
+
+
+@pytest.fixture
+def rounds_csv(tmp_path):
+    return write_rows(tmp_path / "rounds.csv", HEADER, ROWS)
+
+
+def test_every_row_is_mapped_or_excluded_with_its_reason(rounds_csv):
+    runs, excluded = import_mlperf_rounds(rounds_csv)
+    assert len(runs) + len(excluded) == len(ROWS) and len(runs) == 4
+    assert dict(zip(excluded["source_id"], excluded["reason"])) == {
+        "v1.0/Somebody/old-ssd/ssd": "benchmark not in the workload catalogue",  # SSD-ResNet34 before v2.0
+        "v2.0/Somebody/bare-a100/bert": "gpu variant not stated",
+        "v2.1/Somebody/dgxa100_n2/maskrcnn": "repeats an earlier round's value (reused logs)",
+        "v1.1/Somebody/dlrm-box/dlrm": "benchmark not in the workload catalogue",
+        "v3.0/Somebody/eos_n64/gpt3": "large-model layout job (tensor/pipeline parallel)",
+        "v1.0/Somebody/tpu-v4-128/resnet": "non-NVIDIA accelerator",
+    }
+    assert reasons(excluded, "system")["tpu-v4-128"] == "non-NVIDIA accelerator"
+
+
+def test_mapping_rules(rounds_csv):
+    runs = import_mlperf_rounds(rounds_csv).runs.set_index("system")
+    v07 = runs.loc["2xC4140"]
+    assert (v07["gpu"], v07["model"], v07["framework"], v07["architecture"], v07["collected_at"]) == (
+        "V100-SXM2-32GB", "resnet50", "mxnet", "allreduce-local", "2020-07-29",
+    )  # fmt: skip
+    assert v07["measured_step_time_s"] == pytest.approx(1664 / 11230.315) and v07["batch_size_per_gpu"] == 416
+    assert v07["source"] == "mlcommons/training_results_v0.7" and v07["software_stack"] == "tuned"
+    ssd = runs.loc["new-ssd"]
+    assert (ssd["gpu"], ssd["model"], ssd["intra_node_link"]) == ("A100-SXM4-80GB", "retinanet", "nvswitch-gen2")  # "(400W)" dropped
+    mask = runs.loc["dgxa100_n2"]
+    assert (mask["gpu"], mask["architecture"], mask["network"], mask["nics_per_node"], mask["collected_at"]) == (
+        "A100-SXM4-80GB", "allreduce-cluster", "infiniband-hdr", 8, "2022-06-29",
+    )  # fmt: skip
+    dgx2h = runs.loc["dgx2h_n2"]
+    assert (dgx2h["gpu"], dgx2h["intra_node_link"], dgx2h["network"], dgx2h["gpus_per_worker"]) == ("V100-SXM3-32GB", "nvswitch-gen1", "infiniband-edr", 16)
+    assert dgx2h["measured_step_time_s"] == pytest.approx(1024 / 6400.0)
+
+
+def test_real_table(shared_data):
+    result = import_mlperf_rounds(shared_data / "mlperf_training_v0.7-v3.0.csv")
+    counts = result.counts()
+    assert counts["rows"] == 1156 and counts["mapped"] >= 600
+    assert counts["excluded_by_reason"]["large-model layout job (tensor/pipeline parallel)"] >= 5
+    runs = result.runs
+    assert {"A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "A30", "A40", "V100-SXM3-32GB"} <= set(runs["gpu"])
+    assert {"v0.7", "v1.0", "v1.1", "v2.0", "v2.1", "v3.0"} == {s.rsplit("_", 1)[1] for s in runs["source"]}
+    assert "gpt3-175b" not in set(runs["model"])

@@ -1,0 +1,3 @@
+from training.importers.cli import app
+
+app()

@@ -1,0 +1,213 @@
+"""NVIDIA DeepLearningExamples' published training throughput (``NVIDIA/DeepLearningExamples``).
+
+Every model README's "Training performance" table, read from the repository
+snapshot (``dle_training_throughput.csv``, :func:`import_dle`) and from older
+README versions whose values are no longer at the snapshot
+(``dle_training_throughput_history.csv``, :func:`import_dle_history`). NGC
+containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
+
+* Models (by the README's directory, variant and section):
+  ``*/resnet50v1.5``, ``RN50v1.5`` -> resnet50; PyTorch SSD -> ssd300-resnet50
+  (the TensorFlow SSD is SSD320 with an FPN backbone: not mapped); Mask R-CNN
+  -> mask-rcnn; Transformer-XL base/large -> transformer-xl-base/-large;
+  Tacotron2 (mels/s) -> tacotron2 and, in the same README, the WaveGlow table
+  (audio samples/s) -> waveglow; TensorFlow GNMT -> gnmt; NCF -> ncf; BERT
+  pre-training at sequence length 512 -> bert-large, fine-tuning on SQuAD ->
+  bert-large-squad (DeepLearningExamples pre-trains and fine-tunes BERT-large).
+  Not mapped, with the reason: BERT pre-training at sequence length 128
+  (phase 1) and NER fine-tuning, and models the workload catalogue does not
+  hold (EfficientNet, ResNeXt, BART, Jasper, Wide & Deep on Outbrain, the
+  original DLRM, ...).
+* Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
+  sparsity) is not a dense precision and is not mapped. Rows the source flags
+  ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded.
+* GPU: the table's name; a power qualifier ("(DGX-2H 450W)") is dropped, so
+  the part maps to its datasheet entry.
+* Step time: images/s, sequences/s, sentences/s, samples/s, items/s count
+  samples: ``gpus x batch_size_per_gpu / throughput``; tokens/s and mels/s
+  (Transformer-XL, GNMT, Tacotron2) and WaveGlow's audio samples/s are
+  multiplied by the workload's ``tokens_per_sample``. NCF's cells are written
+  in millions ("22.59M"; the table holds 22.59): the raw cell's "M" scales
+  them by 10^6. BERT pre-training batches include gradient accumulation
+  (thousands of sequences per GPU): the step is the optimizer step, whose
+  compute scales with the batch and whose all-reduce happens once. A batch cell that held two values without a stated order is
+  excluded.
+* Parallelism: 1 GPU -> single; one node -> allreduce-local (gpus_per_node the
+  GPUs used); several nodes -> allreduce-cluster over the DGX system's
+  published InfiniBand (DGX A100: 8 x HDR per node; DGX-2H: 8 x EDR),
+  ``interconnect_inferred`` in the table, which the README itself does not
+  state; a multi-node row without it is excluded. The intra-node link is the
+  GPU's own (DGX-1: NVLink 2 hybrid cube mesh; DGX-2: first-generation
+  NVSwitch; DGX A100: NVSwitch gen2).
+* framework: PyTorch (and DGLPyTorch) -> pytorch, TensorFlow 1/2 ->
+  tensorflow, MxNet -> mxnet, PaddlePaddle -> paddle; software_stack stock
+  (the public DeepLearningExamples code in NGC containers, the code Lambda's
+  benchmark runs too); ``software`` holds the framework directory, the
+  container and the XLA flag. ``collected_at``: empty for the snapshot (the
+  README gives no measurement date), the date the value first appeared for
+  the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from features.hardware import HardwareCatalog
+from features.workloads import WorkloadCatalog
+from training.importers.common import (
+    ImportResult, RowAccounting, attribute, catalogues, given, map_unique, numbers, read_source, step_times, text,
+    units_per_sample,
+)  # fmt: skip
+from training.importers.networking import parse_host_networking
+
+DLE_SOURCE = "NVIDIA/DeepLearningExamples"
+DLE_HISTORY_SOURCE = "NVIDIA/DeepLearningExamples (older README versions)"
+
+DLE_COLUMNS = (
+    "source", "readme_line", "model", "model_variant", "model_dir", "framework", "section_heading", "system", "gpu",
+    "gpus_total", "gpus_per_node", "nodes", "interconnect_inferred", "precision", "xla", "batch_size_per_gpu",
+    "batch_parse_note", "throughput", "throughput_unit", "throughput_column", "container", "raw_row", "suspect",
+)  # fmt: skip
+
+#: README directory (its last path part) -> catalogue model, for directories with one model.
+DLE_DIRECTORIES = {
+    "resnet50v1.5": "resnet50",
+    "RN50v1.5": "resnet50",
+    "MaskRCNN": "mask-rcnn",
+    "GNMT": "gnmt",
+    "NCF": "ncf",
+}
+#: Directories whose model needs the framework as well.
+DLE_FRAMEWORK_DIRECTORIES = {("PyTorch", "SSD"): "ssd300-resnet50"}
+DLE_PRECISIONS = {"amp": "fp16", "tf32": "tf32", "bf16": "bf16", "fp32": "fp32"}
+DLE_FRAMEWORKS = {"PyTorch": "pytorch", "DGLPyTorch": "pytorch", "TensorFlow": "tensorflow", "TensorFlow2": "tensorflow", "MxNet": "mxnet", "PaddlePaddle": "paddle"}
+DLE_SAMPLE_UNITS = frozenset({"images/s", "sequences/s", "sentences/s", "samples/s", "items/images/s", "items/s"})
+#: Units counted per unit of a sample (tokens, mel frames), by the model they belong to.
+DLE_PER_SAMPLE_UNITS = {"tokens/s": None, "mels/s": None}
+_MILLIONS = re.compile(r"\d(?:\.\d+)?\s?M\b")
+_SEQUENCE = re.compile(r"sequence length\s*=\s*(\d+)", re.IGNORECASE)
+
+
+def import_dle(path: str | Path, *, hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None) -> ImportResult:
+    """Map DeepLearningExamples' snapshot table onto run rows (see the module docstring for the rules)."""
+    return _import(path, hardware, workloads, DLE_SOURCE, history=False)
+
+
+def import_dle_history(path: str | Path, *, hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None) -> ImportResult:
+    """Map the values of older DeepLearningExamples READMEs onto run rows (see the module docstring)."""
+    return _import(path, hardware, workloads, DLE_HISTORY_SOURCE, history=True)
+
+
+def dle_model(model_dir: str, variant: object, section: object) -> tuple[str | None, str | None]:
+    """The catalogue model of one README table row, or None and why not."""
+    parts = str(model_dir).split("/")
+    framework, last = parts[0], parts[-1]
+    variant = "" if pd.isna(variant) else str(variant)
+    section = "" if pd.isna(section) else str(section)
+    if last in DLE_DIRECTORIES:
+        return DLE_DIRECTORIES[last], None
+    if (framework, last) in DLE_FRAMEWORK_DIRECTORIES:
+        return DLE_FRAMEWORK_DIRECTORIES[(framework, last)], None
+    if last == "Transformer-XL":
+        return ("transformer-xl-large", None) if variant.lower().startswith("large") else ("transformer-xl-base", None)
+    if last == "BERT":
+        if re.search(r"fine-?tuning", section, re.IGNORECASE):
+            if "squad" in section.lower():
+                return "bert-large-squad", None
+            return None, "BERT-large fine-tuning other than SQuAD (NER): not in the workload catalogue"
+        sequence = _SEQUENCE.search(variant)
+        if sequence and sequence.group(1) == "512":
+            return "bert-large", None
+        return None, f"BERT-large pre-training at {variant or 'an unstated sequence length'}: the catalogue holds sequence 512"
+    return None, f"{model_dir}: not in the workload catalogue"
+
+
+def _import(path, hardware, workloads, source: str, history: bool) -> ImportResult:
+    hardware, workloads = catalogues(hardware, workloads)
+    columns = DLE_COLUMNS + (("first_seen_date",) if history else ())
+    rows = RowAccounting(read_source(path, columns, ("batch_size_per_gpu", "xla", "model_variant", "raw_row", "readme_line")))
+    src = rows.source
+    n = len(src)
+    digest = src["raw_row"].fillna("").map(lambda raw: hashlib.sha1(raw.encode()).hexdigest()[:10])
+    source_id = (
+        src["source"].astype(str) + ":" + src["readme_line"].astype(str) + ":" + digest + ":" + src["precision"].astype(str)
+        + ":" + src["throughput_column"].fillna("").astype(str) + ":" + src["batch_size_per_gpu"].fillna("").astype(str)
+    ).to_numpy(object)  # fmt: skip
+
+    rows.exclude(given(src["suspect"]), "suspect in source", src["suspect"].to_numpy(object))
+    rows.exclude(pd.Series(source_id).duplicated().to_numpy(), "repeats a row of the source", "same README line, cell and precision")
+    mapped = [dle_model(d, v, s) for d, v, s in zip(src["model_dir"], src["model_variant"], src["section_heading"])]
+    model = np.array([m for m, _ in mapped], object)
+    model_dir = src["model_dir"].astype(str).to_numpy(object)
+    tacotron = np.char.endswith(model_dir.astype(str), "Tacotron2")
+    unit = src["throughput_unit"].to_numpy(object)
+    model = np.where(tacotron & (unit == "samples/s"), "waveglow", model)
+    rows.exclude(pd.isna(model), "model not in the workload catalogue", np.array([why for _, why in mapped], object))
+
+    devices = map_unique(src["gpu"].fillna("").str.replace(r"\s*\(.*\)\s*$", "", regex=True), hardware.devices.find)
+    rows.exclude(pd.isna(devices), "unknown gpu", src["gpu"].to_numpy(object))
+    precision = src["precision"].map(DLE_PRECISIONS).to_numpy(object)
+    rows.exclude(pd.isna(precision), "unmapped precision", src["precision"].to_numpy(object))
+    framework = src["framework"].map(DLE_FRAMEWORKS).to_numpy(object)
+    rows.exclude(pd.isna(framework), "unmapped framework", src["framework"].to_numpy(object))
+
+    total = numbers(src["gpus_total"])
+    per_node = numbers(src["gpus_per_node"])
+    nodes = numbers(src["nodes"])
+    batch = numbers(src["batch_size_per_gpu"])
+    rows.exclude(src["batch_parse_note"].fillna("").str.startswith("ambiguous").to_numpy(), "batch size missing or ambiguous", src["batch_size_per_gpu"].to_numpy(object))
+    rows.exclude(~(batch >= 1) | (batch != np.round(batch)), "batch size missing or ambiguous", src["batch_size_per_gpu"].to_numpy(object))
+    rows.exclude(~(total >= 1) | ~(per_node >= 1) | ~(nodes >= 1) | (per_node * nodes != total), "gpu count missing or inconsistent", text("", per_node, " per node x ", nodes, " nodes vs ", total))
+
+    throughput = numbers(src["throughput"]) * np.where(src["raw_row"].fillna("").str.contains(_MILLIONS).to_numpy(), 1e6, 1.0)
+    rows.exclude(~(throughput > 0), "no throughput", "throughput not given")
+    per_sample_unit = np.isin(unit, list(DLE_PER_SAMPLE_UNITS)) | (model == "waveglow")
+    rows.exclude(~per_sample_unit & ~np.isin(unit, list(DLE_SAMPLE_UNITS)), "unknown throughput unit", unit)
+    per_unit = units_per_sample(model, workloads)
+    rows.exclude(per_sample_unit & np.isnan(per_unit), "per-sample unit needs tokens_per_sample", text("", unit, " for workload ", model))
+    step_time_s = step_times(total * batch, throughput, np.where(per_sample_unit, per_unit, 1.0))
+
+    multi_node = nodes > 1
+    parsed = [_dgx_fabric(t) for t in src["interconnect_inferred"]]
+    network = np.array([p[0] for p in parsed], object)
+    nics = np.array([np.nan if p[1] is None else p[1] for p in parsed], float)
+    rows.exclude(multi_node & pd.isna(network), "multi-node row without a network", src["interconnect_inferred"].fillna("").to_numpy(object))
+
+    xla = src["xla"].fillna("").str.lower().isin(["yes", "on"]).to_numpy()
+    software = (src["model_dir"].fillna("README.md").astype(str) + "; " + src["container"].fillna("container not stated").astype(str)).to_numpy(object).astype(str).astype(object)
+    software = np.where(xla, software + "; XLA", software)
+    runs = {
+        "name": source_id,
+        "model": model,
+        "batch_size_per_gpu": batch,
+        "precision": precision,
+        "framework": framework,
+        "software_stack": np.full(n, "stock", object),
+        "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
+        "workers": np.where(multi_node, nodes, 1.0),
+        "gpus_per_worker": per_node,
+        "nodes": np.where(multi_node, nodes, np.nan),
+        "gpu": attribute(devices, "name"),
+        "gpus_per_node": per_node,
+        "network": np.where(multi_node, network, None),
+        "nics_per_node": np.where(multi_node, nics, np.nan),
+        "measured_step_time_s": step_time_s,
+        "source": np.full(n, source, object),
+        "source_id": source_id,
+        "system": src["system"].to_numpy(object),
+        "collected_at": src["first_seen_date"].to_numpy(object) if history else np.full(n, None, object),
+        "software": software,
+    }
+    return rows.result(runs, source_id, hardware, workloads)
+
+
+def _dgx_fabric(words: object) -> tuple[str | None, int | None]:
+    """The inter-node network a DGX system description names ("8x200Gb/s HDR InfiniBand per node")."""
+    if pd.isna(words) or "multi-node" not in str(words):
+        return None, None
+    return parse_host_networking(str(words).split("multi-node:", 1)[1].split("[")[0])[:2]

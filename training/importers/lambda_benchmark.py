@@ -1,0 +1,152 @@
+"""Lambda's PyTorch GPU benchmark (``lambdal/deeplearning-benchmark``): one machine, 1-8 GPUs, NGC PyTorch.
+
+* Models: resnet50, ssd -> ssd300-resnet50, maskrcnn -> mask-rcnn,
+  bert_base_squad -> bert-base-squad, bert_large_squad -> bert-large-squad,
+  gnmt, ncf, transformerxlbase -> transformer-xl-base, transformerxllarge ->
+  transformer-xl-large, tacotron2, waveglow.
+* Step time: where batch and throughput count the same thing (images/s,
+  sequences/s, samples/s) ``global_batch_size / throughput``; for tokens/s,
+  mel-frames/s and audio-samples/s ``global_batch_size * tokens_per_sample /
+  throughput`` with the workload catalogue's ``tokens_per_sample`` (throughput
+  units per sample); without it the row is excluded.
+* Precision: amp_fp16 -> fp16. fp32 -> tf32 on GPUs with a TF32 tensor-core
+  path (Ampere and later), fp32 elsewhere: NGC PyTorch containers run
+  convolutions (cuDNN default) and matmuls (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1)
+  in TF32, so "fp32" there is TF32 arithmetic.
+* Parallelism: 1 GPU -> single; n > 1 -> allreduce-local (workers 1,
+  gpus_per_worker n, gpus_per_node n).
+* intra_node_link: "NVLink/NVSwitch" -> the GPU's ``nvlink_link`` (A100 ->
+  nvswitch-gen2, H100/H200 -> nvswitch-gen3, B200 -> nvswitch-gen4); "NVLink
+  (SXM2 hybrid cube mesh)" -> nvlink-gen2; "NVLink bridge" -> the card's bridge
+  link; "PCIe" -> the GPU's host PCIe link; empty -> empty (the GPU's default).
+* framework pytorch, software_stack stock; collected_at empty (the source
+  gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from features.hardware import DeviceSpec, HardwareCatalog
+from features.workloads import WorkloadCatalog
+from training.importers.common import (
+    PER_SAMPLE_UNITS, SAMPLE_UNITS, ImportResult, RowAccounting, attribute, catalogues, given, has_precision,
+    map_unique, numbers, pcie_link, read_source, step_times, text, units_per_sample,
+)  # fmt: skip
+
+LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
+
+LAMBDA_MODELS = {
+    "resnet50": "resnet50",
+    "ssd": "ssd300-resnet50",
+    "maskrcnn": "mask-rcnn",
+    "bert_base_squad": "bert-base-squad",
+    "bert_large_squad": "bert-large-squad",
+    "gnmt": "gnmt",
+    "ncf": "ncf",
+    "transformerxlbase": "transformer-xl-base",
+    "transformerxllarge": "transformer-xl-large",
+    "tacotron2": "tacotron2",
+    "waveglow": "waveglow",
+}
+LAMBDA_COLUMNS = (
+    "suite_version", "system_name", "gpu", "n_gpus", "n_nodes", "intra_node_link", "framework", "model",
+    "precision", "global_batch_size", "per_gpu_batch_size", "throughput", "throughput_unit", "suspect",
+)  # fmt: skip
+
+
+def import_lambda(
+    path: str | Path, *, hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None
+) -> ImportResult:
+    """Map Lambda's throughput table onto run rows (see the module docstring for the rules)."""
+    hardware, workloads = catalogues(hardware, workloads)
+    rows = RowAccounting(read_source(path, LAMBDA_COLUMNS))
+    src = rows.source
+    n_gpus = numbers(src["n_gpus"])
+    source_id = (src["suite_version"].astype(str) + "/" + src["system_name"].astype(str) + "/" + src["model"].astype(str) + "/" + src["precision"].astype(str)).to_numpy()
+
+    rows.exclude(given(src["suspect"]), "suspect in source", src["suspect"].to_numpy(object))
+    rows.exclude(numbers(src["n_nodes"]) != 1, "multi-node row without a network", "n_nodes != 1")
+    devices = map_unique(src["gpu"], hardware.devices.find)
+    rows.exclude(pd.isna(devices), "unknown gpu", src["gpu"].to_numpy(object))
+    model = src["model"].map(LAMBDA_MODELS).to_numpy(object)
+    rows.exclude(pd.isna(model), "unmapped model", src["model"].to_numpy(object))
+    rows.exclude(~src["precision"].isin(["amp_fp16", "fp32"]).to_numpy(), "unmapped precision", src["precision"].to_numpy(object))
+
+    global_batch = numbers(src["global_batch_size"])
+    batch = numbers(src["per_gpu_batch_size"])
+    batch = np.where(np.isnan(batch), global_batch / n_gpus, batch)
+    throughput = numbers(src["throughput"])
+    rows.exclude(~(batch > 0) | ~(global_batch > 0), "batch size missing", "global or per-GPU batch not given")
+    rows.exclude(batch != np.round(batch), "fractional per-GPU batch", text("global batch ", global_batch, " over ", n_gpus, " GPUs"))
+    rows.exclude(~(throughput > 0), "no throughput", "throughput not given")
+
+    unit = src["throughput_unit"].to_numpy(object)
+    per_unit = units_per_sample(model, workloads)
+    per_sample = np.isin(unit, list(PER_SAMPLE_UNITS))
+    rows.exclude(~np.isin(unit, list(SAMPLE_UNITS | PER_SAMPLE_UNITS)), "unknown throughput unit", unit)
+    rows.exclude(
+        per_sample & np.isnan(per_unit),
+        "per-sample unit needs tokens_per_sample",
+        text("", unit, " for workload ", model, ": no tokens_per_sample in the workload catalogue"),
+    )
+    step_time_s = step_times(global_batch, throughput, np.where(per_sample, per_unit, 1.0))
+
+    intra, intra_problem = _intra_links(src["intra_node_link"], devices, hardware)
+    rows.exclude(pd.notna(intra_problem), "intra-node link not available for the gpu", intra_problem)
+
+    precision = np.where(src["precision"].to_numpy(object) == "amp_fp16", "fp16", np.where(has_precision(devices, "tf32"), "tf32", "fp32"))
+    n = len(src)
+    runs = {
+        "name": source_id,
+        "model": model,
+        "batch_size_per_gpu": batch,
+        "precision": precision,
+        "framework": np.full(n, "pytorch", object),
+        "software_stack": np.full(n, "stock", object),
+        "architecture": np.where(n_gpus == 1, "single", "allreduce-local").astype(object),
+        "workers": np.ones(n),
+        "gpus_per_worker": n_gpus,
+        "gpu": attribute(devices, "name"),
+        "gpus_per_node": n_gpus,
+        "intra_node_link": intra,
+        "measured_step_time_s": step_time_s,
+        "source": np.full(n, LAMBDA_SOURCE, object),
+        "source_id": source_id,
+        "system": src["system_name"].to_numpy(object),
+        "software": (src["framework"].astype(str) + "; benchmark suite " + src["suite_version"].astype(str)).to_numpy(object),
+    }
+    return rows.result(runs, source_id, hardware, workloads)
+
+
+def _intra_links(labels: pd.Series, devices: np.ndarray, hardware: HardwareCatalog) -> tuple[np.ndarray, np.ndarray]:
+    """Lambda's intra_node_link label for each row's GPU, and a problem text where it does not fit."""
+    keys = pd.DataFrame({"label": labels.fillna("").astype(str), "gpu": attribute(devices, "name")}).astype(object)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys.fillna("")))
+    links, problems = [], []
+    for label, gpu in uniques:
+        device = hardware.devices.find(gpu) if gpu else None
+        link, problem = _link(label, device)
+        links.append(link)
+        problems.append(problem)
+    return np.array(links, object)[codes], np.array(problems, object)[codes]
+
+
+def _link(label: str, device: DeviceSpec | None) -> tuple[str | None, str | None]:
+    if not label:
+        return None, None
+    if device is None:
+        return None, None  # the row is already excluded for its GPU
+    nvlink = device.nvlink_link
+    if label == "NVLink/NVSwitch":
+        return (nvlink, None) if nvlink else (None, f"{device.name} has no NVLink")
+    if label == "NVLink (SXM2 hybrid cube mesh)":
+        return ("nvlink-gen2", None) if device.nvlink_generation == 2 and nvlink else (None, f"{device.name} is no SXM2 part")
+    if label == "NVLink bridge":
+        return (nvlink, None) if nvlink and nvlink.startswith("nvlink-bridge") else (None, f"{device.name} takes no NVLink bridge")
+    if label == "PCIe":
+        return pcie_link(device), None
+    return None, f"unknown label {label!r}"
