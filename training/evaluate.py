@@ -30,7 +30,6 @@ from training.pairs import make_pairs, pair_log_ratios
 from training.train import fit_calibrated, summarize
 
 LAMBDA = "lambdal/deeplearning-benchmark"
-MLPERF = "mlcommons/training_results_v3.1"
 TESTBED = "testbed"
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from training.dataset import Dataset, joined_keys, text_keys
-from training.evaluate import LAMBDA, MLPERF, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
+from training.importers import is_mlperf as mlperf_rows
+from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
 from training.refit import random_effects_kappa, shrunken_offset
 
 FEW_SHOT_K = (1, 3, 10)
@@ -44,7 +45,8 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         if progress is not None:
             progress(text)
 
-    is_lambda, is_mlperf, is_testbed = source == LAMBDA, source == MLPERF, source == TESTBED
+    # Every MLPerf round is one source family: a benchmark leaves with all its rounds.
+    is_lambda, is_mlperf, is_testbed = source == LAMBDA, mlperf_rows(source), source == TESTBED
     if is_lambda.any():
         note("leave one GPU type out (Lambda)")
         # A GPU type's MLPerf runs leave training with its Lambda runs.
@@ -78,7 +80,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         note("leave one benchmark out (MLPerf)")
         model = runs["model"].astype(str).to_numpy(object)
         result = held_out(ds, "mlperf-benchmark", model, is_mlperf, params, rounds, confidence_level, exclude=np.where(is_mlperf, model, None))
-        steps["MLPerf v3.1, leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
+        steps["MLPerf (all rounds), leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
     few_shot = few_shot_refit(ds, results.get("lambda-gpu"), gpu)
     return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started)
 
