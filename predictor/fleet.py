@@ -48,8 +48,15 @@ from predictor.fleet_columns import (
 )
 from predictor.fleet_configs import ConfigScores, distinct_configs
 from predictor.fleet_dask import iter_scored_dask, score_fleet_dask
-from predictor.fleet_input import FLEET_FORMATS, check_fleet_columns, fleet_format, read_fleet, read_fleet_dask
-from predictor.fleet_output import write_atomic
+from predictor.fleet_input import (
+    FLEET_FORMATS,
+    FleetInputWarning,
+    check_fleet_columns,
+    fleet_format,
+    read_fleet,
+    read_fleet_dask,
+)
+from predictor.fleet_output import remove_stale_temporaries, write_atomic
 from predictor.fleet_scoring import DEFAULT_CHUNK_ROWS, iter_scored, predictor_for, score_configs, score_fleet, score_frame
 from predictor.fleet_summary import FleetSummary, summarize
 
@@ -61,6 +68,7 @@ __all__ = [
     "SCENARIO_COLUMNS",
     "SCORED_FIELDS",
     "ConfigScores",
+    "FleetInputWarning",
     "FleetSummary",
     "check_fleet_columns",
     "distinct_configs",
@@ -71,6 +79,7 @@ __all__ = [
     "predictor_for",
     "read_fleet",
     "read_fleet_dask",
+    "remove_stale_temporaries",
     "score_configs",
     "score_fleet",
     "score_fleet_dask",

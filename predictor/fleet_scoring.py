@@ -19,7 +19,7 @@ import pandas as pd
 from features import scenarios
 from features.analytical import COMPONENTS
 from features.table import validate_columns
-from predictor.fleet_columns import OUTPUT_COLUMNS, categorical, empty_scored, family_column, link_categories
+from predictor.fleet_columns import OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories
 from predictor.fleet_configs import ConfigScores, distinct_configs
 
 DEFAULT_CHUNK_ROWS = 200_000
@@ -74,6 +74,7 @@ def score_configs(
         numbers["target_total_gpus"] = target.resolved.total_gpus
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}
+    _blank_failed(columns, base, target)
     for name, (values, categories) in labels.items():
         columns[name] = categorical(values, categories)
     columns = {name: columns[name] for name in OUTPUT_COLUMNS if name in columns}
@@ -81,6 +82,21 @@ def score_configs(
         columns.update(_explanation_columns(predictor, base, "treeshap" if explain is True else explain))
     extrapolation = None if base.extrapolation is None else np.asarray(base.extrapolation, dtype=object)
     return ConfigScores(columns, extrapolation, np.asarray(errors, dtype=object))
+
+
+def _blank_failed(columns: dict[str, np.ndarray], base, target) -> None:
+    """NaN in every number a failed configuration would otherwise carry.
+
+    A configuration that fails validation has no prediction; one whose target
+    fails has no speedup. Neither may carry a number that reads as an answer
+    (an identity what-if's 1.0, say, or a probability of 0).
+    """
+    failed = ~np.isfinite(base.step_time_s)
+    for name, values in columns.items():
+        if name in SCENARIO_COLUMNS:
+            values[failed | ~np.isfinite(target.step_time_s)] = np.nan
+        else:
+            values[failed] = np.nan
 
 
 def score_frame(
