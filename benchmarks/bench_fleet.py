@@ -145,8 +145,10 @@ def main() -> None:
         for mode in MODES:
             here = statistics.median(r["seconds"] for r in runs[mode])
             there = statistics.median(r["seconds"] for r in against[mode])
-            results[mode]["against_median_s"] = there
-            print(f"  {mode:<20} {here:7.2f} s here, {there:7.2f} s there: {here / there:.2f}x")
+            cpu_here = statistics.median(r["cpu_seconds"] for r in runs[mode])
+            cpu_there = statistics.median(r["cpu_seconds"] for r in against[mode])
+            results[mode].update(against_median_s=there, against_median_cpu_s=cpu_there)
+            print(f"  {mode:<20} {here:7.2f} s here, {there:7.2f} s there: {here / there:.2f}x; CPU {cpu_here:.2f} s here, {cpu_there:.2f} s there: {cpu_here / cpu_there:.2f}x")
     print(f"load average (1, 5, 15 min): before {', '.join(f'{x:.2f}' for x in load_before)}; after {', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs")
     if args.json:
         args.json.write_text(json.dumps({"rows": args.rows, "load_before": load_before, "load_after": load_after, "modes": results}, indent=2))
