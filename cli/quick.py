@@ -59,6 +59,8 @@ def answer(command: str, options: dict[str, Any]) -> str | None:
         model = options["model"]
         predictor = Predictor(model=None if model == "none" else model, overlap=options["overlap"], confidence_level=float(options["confidence_level"]))
         result = predictor.time(options["job"]) if command == "time" else predictor.speedup(options["job"], options["to"])
+        if hasattr(result, "check_fits"):  # a layout job: `predict time` also checks that it fits memory
+            return None
         return json.dumps(result.to_dict(), indent=2, default=_plain) + "\n"
     except Exception:  # every failure is reported by the full command line, in its one way
         return None
