@@ -1,6 +1,6 @@
 """Fleet scoring at scale: a million jobs, Parquet in, scored Parquet out.
 
-    .venv/bin/python benchmarks/bench_fleet.py [--rows 1000000] [--repeats 3] [--workdir DIR] [--json OUT]
+    .venv/bin/python benchmarks/bench_fleet.py [--rows 1000000] [--repeats 3] [--workdir DIR] [--json OUT] [--against CHECKOUT]
 
 Generates the synthetic example fleet (``predict fleet-example``) as Parquet,
 then times the path ``predict fleet --jobs F.parquet --out S.parquet`` takes
@@ -26,6 +26,12 @@ threads), and its peak memory is the child's
 interpreter, the fleet, its scored copy and every temporary). The reported
 time is the median over ``--repeats`` runs, the memory the largest. The load
 average is printed before and after, since a busy machine slows every mode.
+
+``--against CHECKOUT`` times another checkout of the project (its own
+``benchmarks/bench_fleet.py`` child, the same fleet files) in the same run,
+each of its runs right after the same mode's run here, and reports each
+mode's median time against that checkout's: a comparison a busy machine
+disturbs far less than two separate runs.
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--against", type=Path, default=None, help="another checkout to time in the same run")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "SOURCE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -108,12 +115,16 @@ def main() -> None:
         plain, distinct, generate_s = generate(args.rows, workdir)
         print(f"generated {args.rows:,} jobs in {generate_s:.2f} s ({plain.stat().st_size / 1e6:.1f} MB Parquet)")
         runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        against: dict[str, list[dict]] = {mode: [] for mode in MODES}
+        trees = [(ROOT, runs)] + ([(args.against.resolve(), against)] if args.against else [])
         for _ in range(args.repeats):
             for mode in MODES:  # interleaved, so a burst of load hits every mode alike
                 source = distinct if mode == "full-distinct" else plain
-                command = [sys.executable, __file__, "--child", mode, str(source), str(workdir / f"scored-{mode}.parquet")]
-                done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
-                runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                for tree, into in trees:
+                    script = tree / "benchmarks" / "bench_fleet.py"
+                    command = [sys.executable, str(script), "--child", mode, str(source), str(workdir / f"scored-{mode}.parquet")]
+                    done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=tree)
+                    into[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
     load_after = os.getloadavg()
 
     base = statistics.median(r["seconds"] for r in runs["analytical"])
@@ -129,6 +140,15 @@ def main() -> None:
                          "ratio_same_work": median / same_work, "median_cpu_s": cpu, "peak_bytes": peak}  # fmt: skip
         runs_text = ", ".join(f"{s:.2f}" for s in seconds)
         print(f"{mode:<20} {mode_runs[0]['method']:<11} {median:9.2f} {runs_text:<22} {median / base:12.2f} {median / same_work:21.2f} {cpu:6.2f} {peak / 2**20:9.0f}")
+    if args.against:
+        print(f"against {args.against} (same run, interleaved):")
+        for mode in MODES:
+            here = statistics.median(r["seconds"] for r in runs[mode])
+            there = statistics.median(r["seconds"] for r in against[mode])
+            cpu_here = statistics.median(r["cpu_seconds"] for r in runs[mode])
+            cpu_there = statistics.median(r["cpu_seconds"] for r in against[mode])
+            results[mode].update(against_median_s=there, against_median_cpu_s=cpu_there)
+            print(f"  {mode:<20} {here:7.2f} s here, {there:7.2f} s there: {here / there:.2f}x; CPU {cpu_here:.2f} s here, {cpu_there:.2f} s there: {cpu_here / cpu_there:.2f}x")
     print(f"load average (1, 5, 15 min): before {', '.join(f'{x:.2f}' for x in load_before)}; after {', '.join(f'{x:.2f}' for x in load_after)}; {os.cpu_count()} CPUs")
     if args.json:
         args.json.write_text(json.dumps({"rows": args.rows, "load_before": load_before, "load_after": load_after, "modes": results}, indent=2))

@@ -64,7 +64,7 @@ def fleet_command(
     if out is not None:
         fleet.fleet_format(out, "--out")
     if engine == "local":
-        frame = fleet.read_fleet(jobs)
+        frame = _read_with_warnings(jobs)
         chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level, explain_as)
     else:
         chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain_as)
@@ -97,6 +97,23 @@ def fleet_command(
 
         written = write_report(scored, report, to, overlap, predictor.method, model, confidence_level)
         typer.echo(f"report: {report / 'report.md'} ({', '.join(written.files[1:])})")
+
+
+def _read_with_warnings(jobs: Path):
+    """The fleet table, each of the reader's warnings printed as one line on stderr."""
+    import warnings
+
+    from predictor.fleet_input import FleetInputWarning, read_fleet
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FleetInputWarning)
+        frame = read_fleet(jobs)
+    for warning in caught:
+        if issubclass(warning.category, FleetInputWarning):
+            typer.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return frame
 
 
 @domain_errors

@@ -132,12 +132,20 @@ class Predictor:
 
     def predict_table(self, table: JobTable) -> TablePrediction:
         """Resolve and predict every row of a validated job table."""
+        result = self._analytical_table(table)
+        if self.artefact is not None:
+            from predictor.learned import predict_times
+
+            _attach_learned(result, predict_times(self.artefact, result.resolved, result.breakdown, self.confidence_level))
+        return result
+
+    def _analytical_table(self, table: JobTable) -> TablePrediction:
         resolved = resolve(table)
         breakdown = resolved.breakdown()
         code = breakdown.bottleneck_code()
         names = np.array(COMPONENTS, object)[code]
         names[~resolved.ok] = None
-        result = TablePrediction(
+        return TablePrediction(
             resolved=resolved,
             breakdown=breakdown,
             step_time_s=breakdown.step_time_s(self.overlap),
@@ -145,21 +153,18 @@ class Predictor:
             bottleneck_link=bottleneck_links(resolved, breakdown, catalog_arrays()),
             method=self.method,
         )
-        if self.artefact is not None:
-            from predictor.learned import predict_times
-
-            learned = predict_times(self.artefact, resolved, breakdown, self.confidence_level)
-            result.learned = learned
-            result.step_time_s = np.exp(learned.log_step_time_s)
-            result.lower_s, result.upper_s = learned.lower_s, learned.upper_s
-            result.extrapolation = learned.extrapolation
-        return result
 
     def speedup_table(self, table: JobTable, steps: Sequence[scenarios.Step]) -> TableSpeedup:
         """Every row against itself rewritten by the parsed scenario ``steps``."""
         target_table = scenarios.apply(table, steps)
-        baseline = self.predict_table(table)
-        target = self.predict_table(target_table)
+        baseline = self._analytical_table(table)
+        target = self._analytical_table(target_table)
+        if self.artefact is not None:
+            from predictor.learned import predict_times_together
+
+            sides = [(baseline.resolved, baseline.breakdown), (target.resolved, target.breakdown)]
+            for result, learned in zip((baseline, target), predict_times_together(self.artefact, sides, self.confidence_level)):
+                _attach_learned(result, learned)
         result = TableSpeedup(
             baseline=baseline,
             target=target,
@@ -260,6 +265,14 @@ class Predictor:
             measured_step_time_s=measured,
             warnings=warnings,
         )
+
+
+def _attach_learned(result: TablePrediction, learned) -> None:
+    """The learned model's step time, interval and domain notes in place of the analytical answer."""
+    result.learned = learned
+    result.step_time_s = np.exp(learned.log_step_time_s)
+    result.lower_s, result.upper_s = learned.lower_s, learned.upper_s
+    result.extrapolation = learned.extrapolation
 
 
 def _measured(job: Job) -> float | None:

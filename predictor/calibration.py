@@ -40,8 +40,7 @@ class CalibrationTable:
         alpha = 100.0 * (1.0 - confidence_level) / 2.0
         low = np.empty(len(y_hat))
         high = np.empty(len(y_hat))
-        for name in np.unique(bins.astype(str)):
-            rows = bins == name
+        for name, rows in _bin_rows(bins):
             low[rows] = y_hat[rows] + np.interp(alpha, PERCENTILES, self.lower[name])
             high[rows] = y_hat[rows] + np.interp(100.0 - alpha, PERCENTILES, self.upper[name])
         return low, high
@@ -49,8 +48,7 @@ class CalibrationTable:
     def probability_above(self, y_hat: np.ndarray, bins: np.ndarray, threshold: float) -> np.ndarray:
         """P(y > threshold) under each row's conformal predictive distribution."""
         out = np.empty(len(y_hat))
-        for name in np.unique(bins.astype(str)):
-            rows = bins == name
+        for name, rows in _bin_rows(bins):
             middle = (self.lower[name] + self.upper[name]) / 2.0
             below = np.interp(threshold - y_hat[rows], middle, PERCENTILES, left=0.0, right=100.0)
             out[rows] = 1.0 - below / 100.0
@@ -75,6 +73,29 @@ class CalibrationTable:
             upper={k: np.array(v["upper"], float) for k, v in bins.items()},
             counts={k: int(v["n"]) for k, v in bins.items()},
         )
+
+
+
+#: From this many rows bins are factorized by pandas (imported then), below by numpy.
+FACTORIZE_ABOVE_ROWS = 10_000
+
+
+def _bin_rows(bins: np.ndarray):
+    """Each distinct bin name with the mask of its rows.
+
+    A large table is factorized by pandas (no sort, no copy as text); a small
+    one by ``np.unique`` with the inverse, since without it numpy imports
+    ``numpy.ma`` (0.2 s of a one-job command's start) to ask whether the
+    array is masked.
+    """
+    if len(bins) >= FACTORIZE_ABOVE_ROWS:
+        import pandas as pd
+
+        inverse, names = pd.factorize(bins, use_na_sentinel=False)
+    else:
+        names, inverse = np.unique(bins.astype(str), return_inverse=True)
+    for i, name in enumerate(names):
+        yield str(name), inverse == i
 
 
 def _finite(values: np.ndarray) -> list[float]:

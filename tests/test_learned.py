@@ -130,9 +130,10 @@ def test_mlflow_run_and_pyfunc_load(trained, testbed_runs):
     assert "cv_mape" in run.data.metrics and "fold_mape" in run.data.metrics
     model = mlflow.pyfunc.load_model(f"runs:/{result.run_id}/model")
     jobs = testbed_runs.drop(columns=["measured_step_time_s"]).head(5)
-    scored = model.predict(jobs)
-    assert len(scored) == 5 and (scored["step_time_s"] > 0).all()
-    assert (scored["lower_s"] <= scored["step_time_s"]).all()
+    answers = model.predict(jobs)
+    assert len(answers) == 5 and all("error" not in a for a in answers), answers
+    assert all(0 < a["lower_s"] <= a["step_time_s"] <= a["upper_s"] for a in answers)
+    assert [a["name"] for a in answers] == list(jobs["name"])
     versions = mlflow.MlflowClient().search_model_versions("name='step-time-predictor'")
     assert versions
 

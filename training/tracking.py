@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from features.fields import FLAT_FIELDS
+from features.fields import FIELDS, FLAT_FIELDS
 
 if TYPE_CHECKING:
     from training.train import TrainResult
@@ -23,6 +23,22 @@ EXPERIMENT = "step-time-residual"
 REGISTERED_MODEL = "step-time-predictor"
 PYFUNC_CODE = Path(__file__).with_name("pyfunc_model.py")
 PACKAGES = [Path(__file__).resolve().parents[1] / name for name in ("features", "training", "predictor")]
+
+
+def job_signature():
+    """The pyfunc model's input signature: every job field by its flat name, only the required ones required.
+
+    Text fields are strings. Number fields take any value: MLflow casts a
+    JSON integer to neither a double column (it calls that unsafe) nor, where
+    a row leaves the field out and pandas holds NaN, to a long one; the job's
+    own validation judges each number, row by row, with its message.
+    """
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, Schema
+
+    return ModelSignature(
+        inputs=Schema([ColSpec("string" if f.kind == "str" else AnyType(), f.leaf, required=f.required) for f in FIELDS])
+    )
 
 
 def default_tracking_uri(root: Path = Path("mlruns")) -> str:
@@ -79,6 +95,7 @@ def log_training(result: "TrainResult", model_dir: Path, register: bool) -> None
         python_model=str(PYFUNC_CODE),
         artifacts={"model_dir": str(model_dir)},
         code_paths=[str(p) for p in PACKAGES],
+        signature=job_signature(),
         input_example=example,
         registered_model_name=REGISTERED_MODEL if register else None,
     )
@@ -131,4 +148,5 @@ def log_refit(result, name: str) -> None:
         python_model=str(PYFUNC_CODE),
         artifacts={"model_dir": str(result.path)},
         code_paths=[str(p) for p in PACKAGES],
+        signature=job_signature(),
     )

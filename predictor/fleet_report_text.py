@@ -1,0 +1,131 @@
+"""The fleet report as Markdown, and its numbers as plain JSON values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from features.analytical import COMPONENTS
+from predictor.fleet_report_views import (
+    PAI_COMMUNICATION_SHARE,
+    PAI_ETHERNET_25_TO_100_SPEEDUP,
+    PAI_PS_TO_ALLREDUCE_SHARE_FASTER,
+    FleetReport,
+    SpeedupView,
+)
+
+def pct(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.0%}"
+
+
+def times(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.2f}x"
+
+
+def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):
+            return ""
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return "" if value is None else str(value)
+
+
+def markdown(report: FleetReport, images: dict[str, str]) -> str:
+    overall = report.shares[0] if report.shares else None
+    lines = [
+        "# Fleet report",
+        "",
+        f"{report.rows:,} jobs: {report.scored:,} predicted, {report.rows - report.scored:,} failed validation "
+        f"({'analytical model x learned residual' if report.method == 'learned' else 'analytical model'}, "
+        f"{'PAI additive' if report.overlap == 'none' else 'overlapped'} breakdown). "
+        f"GPU-time weights: {report.weight_basis} ({report.weight_unit}).",
+        "",
+        "## Where the step time goes",
+        "",
+    ]
+    if overall is not None:
+        lines += [
+            f"Communication takes **{pct(overall.per_job['communication'])}** of a job's step time on average "
+            f"(**{pct(overall.gpu_time['communication'])}** of the fleet's GPU time); "
+            f"the PAI study found about {PAI_COMMUNICATION_SHARE:.0%}.",
+            "",
+        ]
+    header = ["jobs", "count", *(f"{c} (per job)" for c in COMPONENTS), *(f"{c} (GPU time)" for c in COMPONENTS)]
+    rows = [[r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in COMPONENTS), *(pct(r.gpu_time[c]) for c in COMPONENTS)] for r in report.shares]
+    rows.append(["PAI study", "", "", "", "", f"~{PAI_COMMUNICATION_SHARE:.0%}", "", "", "", ""])
+    lines += _markdown_table(header, rows) + ["", f"![component shares]({images['shares']})", ""]
+
+    if report.scenario is not None:
+        v = report.scenario
+        lines += [
+            f"## Scenario: {v.scenario}",
+            "",
+            f"{v.jobs:,} jobs scored under the scenario ({v.not_applicable:,} where it does not apply). "
+            f"Median speedup {times(v.median_speedup)}, mean {times(v.mean_speedup)}; {pct(v.share_faster)} of jobs faster "
+            f"({pct(v.share_faster_gpu_time)} of GPU time); the fleet's GPU time shrinks {times(v.gpu_time_speedup)}."
+            + (
+                f" {pct(v.share_faster_at_lower_bound)} are faster even at the lower end of their speedup interval."
+                if v.share_faster_at_lower_bound is not None
+                else ""
+            ),
+            "",
+            f"![speedup distribution]({images['scenario']})",
+            "",
+        ]
+
+    def view_row(v: SpeedupView, study: str) -> list[str]:
+        return [
+            v.title, f"{v.jobs:,}", f"{v.not_applicable:,}", pct(v.share_faster), pct(v.share_faster_gpu_time),
+            times(v.mean_speedup), times(v.gpu_time_speedup), study,
+        ]
+
+    header = ["view", "jobs", "not applicable", "faster (per job)", "faster (GPU time)", "mean speedup", "GPU-time speedup", "PAI study"]
+    lines += [
+        "## The study's standard views",
+        "",
+        *_markdown_table(
+            header,
+            [
+                view_row(report.ps_to_allreduce, f"{PAI_PS_TO_ALLREDUCE_SHARE_FASTER:.0%} faster"),
+                view_row(report.ethernet_upgrade, f"{PAI_ETHERNET_25_TO_100_SPEEDUP}x mean"),
+            ],
+        ),
+        "",
+        "PS/Worker jobs on GPUs without NVLink cannot take the first scenario and count as not applicable. "
+        "The second places every job whose gradients cross the network (PS/Worker, multi-node AllReduce) on 25 GbE, then on 100 GbE.",
+        "",
+        f"![standard views]({images['views']})",
+        "",
+        f"## Jobs with the most {report.weight_unit} to gain ({report.top_gain_scenario})",
+        "",
+        f"Across the fleet, {_cell(report.total_gain)} {report.weight_unit} would be saved (net of jobs that get slower).",
+        "",
+    ]
+    if len(report.top_gains):
+        table = report.top_gains
+        lines += _markdown_table(list(table.columns), [[_cell(v) for v in row] for row in table.itertuples(index=False)])
+    else:
+        lines.append("No job gains under this scenario.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: numpy scalars unwrapped, NaN and infinities as null."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value

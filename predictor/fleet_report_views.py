@@ -1,0 +1,314 @@
+"""The fleet report's numbers: the PAI study's views computed on a scored fleet (see :mod:`predictor.fleet_report`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from features.analytical import COMPONENTS
+from features.fields import ARCHITECTURES, FLAT_FIELDS
+from features.table import RULES, JobTable, check_column
+from predictor.fleet_scoring import score_frame
+
+#: Wang et al. 2019, abstract: communication "takes almost 62% of the total execution time ... on average".
+PAI_COMMUNICATION_SHARE = 0.62
+#: Wang et al. 2019, abstract: "60% of PS/Worker workloads can be potentially sped up" on AllReduce over NVLink.
+PAI_PS_TO_ALLREDUCE_SHARE_FASTER = 0.60
+#: Wang et al. 2019, abstract: "on average 1.7X speedup" from 25 Gbps to 100 Gbps Ethernet.
+PAI_ETHERNET_25_TO_100_SPEEDUP = 1.7
+
+COMPONENT_COLUMNS = ("io_s", "compute_s", "memory_s", "comm_s")
+NETWORK_ARCHITECTURES = ("ps-worker", "allreduce-cluster")
+TOP_JOBS = 10
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-job GPU time used to weight the fleet figures."""
+
+    values: np.ndarray
+    basis: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class ShareRow:
+    """Component shares of the additive step time for one group of jobs."""
+
+    group: str
+    jobs: int
+    per_job: dict[str, float]
+    gpu_time: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SpeedupView:
+    """Speedups of a group of jobs under one scenario."""
+
+    title: str
+    scenario: str
+    jobs: int
+    not_applicable: int
+    share_faster: float
+    share_faster_gpu_time: float
+    mean_speedup: float
+    median_speedup: float
+    gpu_time_speedup: float
+    #: With a learned model: share of jobs faster even at the lower end of the speedup interval.
+    share_faster_at_lower_bound: float | None = None
+    study: dict[str, float] = field(default_factory=dict)
+    speedups: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("speedups")
+        return data
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """Every number of the report, and the files written."""
+
+    rows: int
+    scored: int
+    error_rows: int
+    weight_basis: str
+    weight_unit: str
+    overlap: str
+    method: str
+    shares: list[ShareRow]
+    scenario: SpeedupView | None
+    ps_to_allreduce: SpeedupView
+    ethernet_upgrade: SpeedupView
+    top_gain_scenario: str
+    top_gains: pd.DataFrame
+    total_gain: float
+    files: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "scored": self.scored,
+            "error_rows": self.error_rows,
+            "weight_basis": self.weight_basis,
+            "weight_unit": self.weight_unit,
+            "overlap": self.overlap,
+            "method": self.method,
+            "shares": [asdict(row) for row in self.shares],
+            "study_communication_share": PAI_COMMUNICATION_SHARE,
+            "scenario": None if self.scenario is None else self.scenario.to_dict(),
+            "ps_to_allreduce": self.ps_to_allreduce.to_dict(),
+            "ethernet_upgrade": self.ethernet_upgrade.to_dict(),
+            "top_gain_scenario": self.top_gain_scenario,
+            "total_gain": self.total_gain,
+            "top_gains": json.loads(self.top_gains.to_json(orient="records")),
+            "files": self.files,
+        }
+
+
+# -- the numbers -------------------------------------------------------------
+
+
+def gpu_time_weights(scored: pd.DataFrame) -> Weights:
+    """GPU time per job: ``gpu_hours``, else GPUs x step time x ``steps``, else GPUs x step time."""
+    gpus = scored["total_gpus"].to_numpy(float)
+    step = scored["step_time_s"].to_numpy(float)
+    if "gpu_hours" in scored.columns:
+        values = pd.to_numeric(scored["gpu_hours"], errors="coerce").to_numpy(float, na_value=np.nan)
+        return Weights(values, "the fleet's gpu_hours column", "GPU-hours")
+    if "steps" in scored.columns:
+        steps = pd.to_numeric(scored["steps"], errors="coerce").to_numpy(float, na_value=np.nan)
+        return Weights(gpus * step * steps / 3600.0, "total GPUs x predicted step time x the steps column", "GPU-hours")
+    return Weights(gpus * step, "total GPUs x predicted step time (one step per job: no steps or gpu_hours column)", "GPU-seconds per step")
+
+
+def _architectures(scored: pd.DataFrame) -> np.ndarray:
+    """Each row's architecture as the job spec reads it (case-folded, default ``single``)."""
+    if "architecture" not in scored.columns:
+        return np.full(len(scored), "single", object)
+    raw = np.asarray(scored["architecture"].to_numpy(dtype=object, na_value=None), dtype=object)
+    table = JobTable({}, np.full(len(scored), None, object), np.zeros(len(scored), bool))
+    return check_column(table, RULES["architecture"], raw)
+
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
+    ok = np.isfinite(values) & np.isfinite(weights) & (weights > 0)
+    return float(np.sum(values[ok] * weights[ok]) / np.sum(weights[ok])) if ok.any() else float("nan")
+
+
+def component_shares(scored: pd.DataFrame, weights: Weights, architecture: np.ndarray) -> list[ShareRow]:
+    """Shares of io, compute, memory and communication in the additive step time, overall and per architecture."""
+    seconds = np.stack([scored[c].to_numpy(float) for c in COMPONENT_COLUMNS], axis=1)
+    total = seconds.sum(axis=1)
+    valid = np.isfinite(total) & (total > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = seconds / total[:, None]
+    groups = [("all jobs", valid)] + [(a, valid & (architecture == a)) for a in ARCHITECTURES]
+    rows = []
+    for name, mask in groups:
+        if not mask.any():
+            continue
+        rows.append(
+            ShareRow(
+                group=name,
+                jobs=int(mask.sum()),
+                per_job={c: float(shares[mask, i].mean()) for i, c in enumerate(COMPONENTS)},
+                gpu_time={c: _weighted_mean(shares[mask, i], weights.values[mask]) for i, c in enumerate(COMPONENTS)},
+            )
+        )
+    return rows
+
+
+def _speedup_view(
+    title: str,
+    scenario: str,
+    speedup: np.ndarray,
+    weights: np.ndarray,
+    gpu_ratio: np.ndarray | None = None,
+    study: dict | None = None,
+    lower: np.ndarray | None = None,
+) -> SpeedupView:
+    """Summary of ``speedup`` (NaN where the scenario does not apply) with GPU-time weights."""
+    ok = np.isfinite(speedup)
+    surely = None if lower is None or not ok.any() else float(np.mean(lower[ok] > 1.0))
+    s, w = speedup[ok], weights[ok]
+    ratio = np.ones(len(s)) if gpu_ratio is None else gpu_ratio[ok]
+    wok = np.isfinite(w) & (w > 0)
+    after = np.sum(w[wok] * ratio[wok] / s[wok])
+    return SpeedupView(
+        title=title,
+        scenario=scenario,
+        jobs=int(ok.sum()),
+        not_applicable=int((~ok).sum()),
+        share_faster=float(np.mean(s > 1.0)) if len(s) else float("nan"),
+        share_faster_gpu_time=float(np.sum(w[wok] * (s[wok] > 1.0)) / np.sum(w[wok])) if wok.any() else float("nan"),
+        mean_speedup=float(np.mean(s)) if len(s) else float("nan"),
+        median_speedup=float(np.median(s)) if len(s) else float("nan"),
+        gpu_time_speedup=float(np.sum(w[wok]) / after) if wok.any() and after > 0 else float("nan"),
+        share_faster_at_lower_bound=surely,
+        study=study or {},
+        speedups=s,
+    )
+
+
+def _job_columns(scored: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    return scored.loc[mask, [c for c in FLAT_FIELDS if c in scored.columns]]
+
+
+def _rescored_speedup(jobs: pd.DataFrame, to: Sequence[str], scoring: dict) -> tuple[np.ndarray, np.ndarray | None]:
+    """Speedups of ``jobs`` under ``to`` (and their lower bounds, with a learned model), scored as the fleet was."""
+    scored = score_frame(jobs, to, **scoring)
+    lower = scored["speedup_lower"].to_numpy(float) if "speedup_lower" in scored.columns else None
+    return scored["speedup"].to_numpy(float), lower
+
+
+def ps_to_allreduce_view(scored: pd.DataFrame, weights: Weights, architecture: np.ndarray, scoring: dict) -> SpeedupView:
+    """PS/Worker jobs rewritten to AllReduce over their GPU's NVLink (GPUs without one: not applicable)."""
+    mask = (architecture == "ps-worker") & np.isfinite(scored["step_time_s"].to_numpy(float))
+    speedup, lower = _rescored_speedup(_job_columns(scored, mask), ["allreduce-nvlink"], scoring)
+    return _speedup_view(
+        "PS/Worker jobs on AllReduce over NVLink",
+        "allreduce-nvlink",
+        speedup,
+        weights.values[mask],
+        study={"share_faster": PAI_PS_TO_ALLREDUCE_SHARE_FASTER},
+        lower=lower,
+    )
+
+
+def ethernet_upgrade_view(scored: pd.DataFrame, weights: Weights, architecture: np.ndarray, scoring: dict) -> SpeedupView:
+    """Jobs whose gradients cross the network, placed on 25 GbE and then on 100 GbE."""
+    mask = np.isin(architecture, NETWORK_ARCHITECTURES) & np.isfinite(scored["step_time_s"].to_numpy(float))
+    jobs = _job_columns(scored, mask).assign(network="ethernet-25g")
+    speedup, lower = _rescored_speedup(jobs, ["ethernet-100g"], scoring)
+    return _speedup_view(
+        "Multi-node jobs, 25 GbE to 100 GbE",
+        "network=ethernet-25g -> ethernet-100g",
+        speedup,
+        weights.values[mask],
+        study={"mean_speedup": PAI_ETHERNET_25_TO_100_SPEEDUP},
+        lower=lower,
+    )
+
+
+def top_gains(scored: pd.DataFrame, weights: Weights, speedup: np.ndarray, gpu_ratio: np.ndarray, n: int = TOP_JOBS) -> tuple[pd.DataFrame, float]:
+    """The ``n`` jobs that would save the most GPU time, and the fleet's net saving.
+
+    A job's saving is its GPU time x (1 - target GPUs / baseline GPUs /
+    speedup): the same work at the target's step time and GPU count.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gain = weights.values * (1.0 - gpu_ratio / speedup)
+    ok = np.isfinite(gain)
+    order = np.argsort(-np.where(ok, gain, -np.inf), kind="stable")[:n]
+    order = order[ok[order] & (gain[order] > 0)]
+    shown = [c for c in ("name", "model", "architecture", "gpu", "network") if c in scored.columns]
+    table = scored.iloc[order][shown].copy()
+    table = table.astype({c: object for c in shown})
+    table["total_gpus"] = scored["total_gpus"].to_numpy(float)[order]
+    table["speedup"] = speedup[order]
+    table[weights.unit] = weights.values[order]
+    table[f"{weights.unit} saved"] = gain[order]
+    table.insert(0, "row", order)
+    return table.reset_index(drop=True), float(np.sum(gain[ok]))
+
+
+def build_report(
+    scored: pd.DataFrame,
+    to: Sequence[str] = (),
+    overlap: str = "none",
+    method: str = "analytical",
+    model: str = "default",
+    confidence_level: float = 0.9,
+) -> FleetReport:
+    """All the report's numbers for a scored fleet (the output of :func:`predictor.fleet.score_fleet`).
+
+    ``overlap``, ``model`` and ``confidence_level`` must be those the fleet
+    was scored with: the standard views score parts of it again.
+    """
+    scoring = {"overlap": overlap, "model": model, "confidence_level": confidence_level}
+    weights = gpu_time_weights(scored)
+    architecture = _architectures(scored)
+    step = scored["step_time_s"].to_numpy(float)
+    shares = component_shares(scored, weights, architecture)
+    ps_view = ps_to_allreduce_view(scored, weights, architecture, scoring)
+    ethernet_view = ethernet_upgrade_view(scored, weights, architecture, scoring)
+
+    scenario_view = None
+    if to and "speedup" in scored.columns:
+        speedup = scored["speedup"].to_numpy(float)
+        ratio = scored["target_total_gpus"].to_numpy(float) / scored["total_gpus"].to_numpy(float)
+        valid = np.isfinite(step)
+        lower = scored["speedup_lower"].to_numpy(float)[valid] if "speedup_lower" in scored.columns else None
+        scenario_view = _speedup_view("Scenario", " + ".join(to), speedup[valid], weights.values[valid], ratio[valid], lower=lower)
+        table, total = top_gains(scored, weights, speedup, ratio)
+        gain_scenario = " + ".join(to)
+    else:
+        mask = (architecture == "ps-worker") & np.isfinite(step)
+        speedup = np.full(len(scored), np.nan)
+        speedup[mask] = _rescored_speedup(_job_columns(scored, mask), ["allreduce-nvlink"], scoring)[0]
+        table, total = top_gains(scored, weights, speedup, np.ones(len(scored)))
+        gain_scenario = "allreduce-nvlink (PS/Worker jobs)"
+    errors = scored["error"].notna().to_numpy()
+    return FleetReport(
+        rows=len(scored),
+        scored=int(np.isfinite(step).sum()),
+        error_rows=int(errors.sum()),
+        weight_basis=weights.basis,
+        weight_unit=weights.unit,
+        overlap=overlap,
+        method=method,
+        shares=shares,
+        scenario=scenario_view,
+        ps_to_allreduce=ps_view,
+        ethernet_upgrade=ethernet_view,
+        top_gain_scenario=gain_scenario,
+        top_gains=table,
+        total_gain=total,
+        files=[],
+    )

@@ -1,0 +1,85 @@
+"""What a fleet scoring found, in a few lines for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+@dataclass(frozen=True)
+class FleetSummary:
+    """What a scoring run found, for the terminal."""
+
+    rows: int
+    failed_rows: int
+    error_rows: int
+    first_errors: tuple[tuple[int, str], ...]
+    median_step_time_s: float
+    scenario: tuple[str, ...]
+    scored_speedups: int
+    not_applicable: int
+    median_speedup: float
+    mean_speedup: float
+    share_faster: float
+    share_slower: float
+    overlap: str
+    method: str = "analytical"
+
+    def lines(self) -> list[str]:
+        out = [
+            f"scored {self.rows:,} jobs ({_METHOD_TEXT.get(self.method, self.method)}, {_OVERLAP_TEXT[self.overlap]}): "
+            f"{self.rows - self.failed_rows:,} predicted, {self.failed_rows:,} failed validation",
+        ]
+        if np.isfinite(self.median_step_time_s):
+            out.append(f"median step time: {self.median_step_time_s:.4g} s")
+        if self.scenario:
+            what = " + ".join(self.scenario)
+            if self.scored_speedups:
+                out.append(
+                    f"{what}: {self.scored_speedups:,} jobs, median speedup {self.median_speedup:.2f}x "
+                    f"(mean {self.mean_speedup:.2f}x), {self.share_faster:.0%} faster, {self.share_slower:.0%} slower"
+                )
+            else:
+                out.append(f"{what}: no job could be scored under this scenario")
+            if self.not_applicable:
+                out.append(f"{what}: does not apply to {self.not_applicable:,} predicted jobs (reason in the error column)")
+        if self.first_errors:
+            out.append(f"rows with an error: {self.error_rows:,}; the first:")
+        for row, message in self.first_errors:
+            out.append(f"  row {row}: {message}")
+        return out
+
+
+_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped"}
+_METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
+
+
+def summarize(scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none", first: int = 5, method: str = "analytical") -> FleetSummary:
+    """Rows, failures (the first few errors with their row numbers), median step time and the speedup spread."""
+    errors = scored["error"]
+    has_error = errors.notna().to_numpy()
+    positions = np.flatnonzero(has_error)[:first]
+    first_errors = tuple((int(i), str(errors.iloc[i])) for i in positions)
+    step = scored["step_time_s"].to_numpy(float)
+    predicted = np.isfinite(step)
+    speedup = scored["speedup"].to_numpy(float) if "speedup" in scored else np.full(len(scored), np.nan)
+    scored_speedup = speedup[np.isfinite(speedup)]
+    some = len(scored_speedup) > 0
+    return FleetSummary(
+        rows=len(scored),
+        failed_rows=int((~predicted).sum()),
+        error_rows=int(has_error.sum()),
+        first_errors=first_errors,
+        median_step_time_s=float(np.median(step[predicted])) if predicted.any() else float("nan"),
+        scenario=tuple(to),
+        scored_speedups=len(scored_speedup),
+        not_applicable=int((predicted & ~np.isfinite(speedup)).sum()) if to else 0,
+        median_speedup=float(np.median(scored_speedup)) if some else float("nan"),
+        mean_speedup=float(np.mean(scored_speedup)) if some else float("nan"),
+        share_faster=float(np.mean(scored_speedup > 1.0)) if some else float("nan"),
+        share_slower=float(np.mean(scored_speedup < 1.0)) if some else float("nan"),
+        overlap=overlap,
+        method=method,
+    )
