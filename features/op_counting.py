@@ -6,7 +6,8 @@ Regenerate the ``op_classes`` block of every countable entry of
 
     .venv/bin/python -m features.op_counting
 
-(``--only resnet50,gnmt`` recounts some entries.) Entries it cannot count
+(``--only resnet50,gnmt`` recounts some entries; ``--resume`` continues an
+interrupted run, keeping what it already counted.) Entries it cannot count
 (their definitions need torchvision, transformers or diffusers, which the
 project does not install) get the documented default split of
 :func:`features.workloads.default_op_classes`, with provenance ``estimated``.
@@ -42,15 +43,19 @@ communication can start bucket by bucket.
 Per-sample FLOPs and bytes are slopes between the recipe's two batch sizes
 (as in :mod:`features.workload_counting`); kernel counts and gradients come
 from the larger batch and do not depend on it for these models. Recurrent
-layers decompose into per-time-step operators (no fused oneDNN/cuDNN LSTM),
-so recurrent models count a kernel per step operator, as eager frameworks
-without a fused recurrent kernel launch them.
+layers (``nn.LSTM``, ``nn.GRU``) decompose into per-time-step operators for
+the FLOP and byte counts (the fused oneDNN kernel is invisible to the FLOP
+counter), while their kernels are counted on a second pass with the fused
+kernel, one call per layer, as cuDNN runs them on GPUs. Recurrent cells
+stepped from Python (``nn.LSTMCell`` in Tacotron 2's decoder) launch their
+kernels step by step and are counted so.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -172,6 +177,25 @@ def count_step_ops(probe: Probe, batch_size: int) -> StepOps:
     return StepOps(batch_size, mode.counts, foreach, tuple(n for n, _, _ in ready), fractions)
 
 
+def _with_fused_rnn_kernels(probe: Probe, decomposed: StepOps) -> StepOps:
+    """``decomposed`` with the kernel counts of a pass where recurrent layers run as one fused kernel call each.
+
+    GPU frameworks run ``nn.LSTM``/``nn.GRU`` through cuDNN, one library call
+    per layer (its per-time-step kernels are issued by the library, not by the
+    framework's dispatcher); oneDNN's fused CPU kernel is counted in its place.
+    FLOPs, bytes and gradients stay those of the decomposed pass, which the
+    FLOP counter can see.
+    """
+    fused = count_step_ops(probe, decomposed.batch_size)
+    counts = {}
+    for phase in PHASES:
+        count = dataclasses.replace(decomposed.counts[phase])
+        count.kernels = fused.counts[phase].kernels
+        count.matrix_kernels = fused.counts[phase].matrix_kernels
+        counts[phase] = count
+    return dataclasses.replace(decomposed, counts=counts)
+
+
 def _plain_or_recipe_probe(recipe: Recipe) -> tuple[Probe, str]:
     from features.model_defs.plain import PLAIN_BUILDERS  # noqa: PLC0415
 
@@ -262,25 +286,40 @@ def _plain_recipes(known: set[str]) -> list[Recipe]:
     return out
 
 
-def regenerate(path: Path, only: set[str] | None = None) -> dict[str, dict]:
-    """Count every countable recipe (or those in ``only``) and write their ``op_classes`` into ``path``."""
+def regenerate(path: Path, only: set[str] | None = None, skip_counted: bool = False) -> dict[str, dict]:
+    """Count every countable recipe (or those in ``only``) and write their ``op_classes`` into ``path``.
+
+    The file is rewritten after every workload, so an interrupted run keeps
+    what it counted; ``skip_counted`` then resumes, leaving entries already
+    counted as they are. Recipes whose definitions need a library that is
+    not installed are skipped (they keep or get the default split).
+    """
     data = json.loads(path.read_text())
     recipes, _ = countable_recipes()
     recipes += _plain_recipes({r.name for r in recipes})
+    already = {
+        w["name"] for w in data["workloads"] if w.get("op_classes", {}).get("provenance") == "counted"
+    } if skip_counted else set()
     counted: dict[str, dict] = {}
     for recipe in recipes:
-        if only and recipe.name not in only:
+        if (only and recipe.name not in only) or recipe.name in already:
             continue
         start = time.perf_counter()
         torch.manual_seed(0)
-        with _default_device(recipe.device):
-            probe, described = _plain_or_recipe_probe(recipe)
+        try:
+            with _default_device(recipe.device):
+                probe, described = _plain_or_recipe_probe(recipe)
+        except ImportError as exc:
+            print(f"{recipe.name:22s} not counted: {exc}", file=sys.stderr, flush=True)
+            continue
         probe.model.train()
         has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in probe.model.modules())
         no_onednn = torch.backends.mkldnn.flags(enabled=False) if has_rnn else contextlib.nullcontext()
         with _default_device(recipe.device), no_onednn:
             small = count_step_ops(probe, recipe.batch_sizes[0])
             large = count_step_ops(probe, recipe.batch_sizes[1])
+        if has_rnn:
+            large = _with_fused_rnn_kernels(probe, large)
         entry = op_classes_entry(recipe, small, large, described)
         counted[recipe.name] = entry
         print(
@@ -292,14 +331,21 @@ def regenerate(path: Path, only: set[str] | None = None) -> dict[str, dict]:
             flush=True,
         )
         del probe
+        write_entries(path, data, {recipe.name: entry})
+    write_entries(path, data, {}, report=True)
+    return counted
+
+
+def write_entries(path: Path, data: dict, counted: dict[str, dict], report: bool = False) -> None:
+    """Store counted ``op_classes`` blocks; uncounted workloads get the default split."""
     for workload in data["workloads"]:
         if workload["name"] in counted:
             workload["op_classes"] = counted[workload["name"]]
         elif workload.get("op_classes", {}).get("provenance", "estimated") == "estimated":
             workload["op_classes"] = estimated_entry(workload)
-    _print_medians(data["workloads"])
+    if report:
+        _print_medians(data["workloads"])
     path.write_text(json.dumps(data, indent=1) + "\n")
-    return counted
 
 
 def estimated_entry(workload: dict) -> dict:
@@ -343,9 +389,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("features/catalog/workloads.json"))
     parser.add_argument("--only", default="", help="comma-separated workload names to recount")
+    parser.add_argument("--resume", action="store_true", help="leave workloads already counted as they are")
     args = parser.parse_args(argv)
     only = {n.strip() for n in args.only.split(",") if n.strip()} or None
-    regenerate(args.out, only)
+    regenerate(args.out, only, args.resume)
 
 
 if __name__ == "__main__":

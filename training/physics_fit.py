@@ -36,6 +36,19 @@ INITIAL = PhysicsConstants(
 
 _FRACTIONS = ("matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency", "tuned_memory_bound_fraction")
 
+#: Physical ranges the fit stays in (a constant the training runs say nothing about stays at a bound,
+#: never at zero or infinity).
+BOUNDS = {
+    "matrix_efficiency_tensor": (0.05, 1.0),
+    "matrix_efficiency_fp32": (0.05, 1.0),
+    "memory_efficiency": (0.05, 1.0),
+    "half_efficiency_flops_per_sm": (1e3, 1e10),
+    "launch_scale": (0.1, 10.0),
+    "host_scale": (0.01, 100.0),
+    "tuned_efficiency_gain": (1.0, 4.0),
+    "tuned_memory_bound_fraction": (0.05, 1.0),
+}
+
 CONSTANTS_PATH = CATALOG_DIR / "physics_constants.json"
 
 
@@ -72,7 +85,11 @@ def fit_constants(problem: PhysicsProblem, rows: np.ndarray, start: PhysicsConst
         return value if np.isfinite(value) else 1e9
 
     x0 = np.log([getattr(start, name) for name in PHYSICS_CONSTANTS])
-    result = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 1500, "xatol": 1e-3, "fatol": 1e-5})
+    bounds = [tuple(np.log(BOUNDS[name])) for name in PHYSICS_CONSTANTS]
+    # Steps of a factor e^-0.4 in every constant (scipy's default simplex barely moves constants that start at 1).
+    simplex = np.vstack([x0, x0 - 0.4 * np.eye(len(x0))])
+    options = {"maxiter": 3000, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex": simplex}
+    result = minimize(loss, x0, method="Nelder-Mead", bounds=bounds, options=options)
     return _unpack(result.x)
 
 
