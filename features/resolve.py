@@ -216,9 +216,10 @@ class ResolvedJobs:
         covered = np.zeros(len(gradient), bool)
         c = self.collective_inputs()
         if self.catalogs is not None:
-            for w in np.unique(self.workload_index[active & (self.workload_index >= 0)]):
+            # Python sets, not np.unique: its first call imports a numpy submodule (tens of ms of a cold start).
+            for w in sorted(set(self.workload_index[active & (self.workload_index >= 0)].tolist())):
                 rows = active & (self.workload_index == w)
-                for bpe in np.unique(per_element[rows]):
+                for bpe in sorted(set(per_element[rows].tolist())):
                     layout = self.catalogs.gradient_layout(int(w), float(bpe))
                     if layout is None:
                         continue
