@@ -290,3 +290,25 @@ def test_cli_time_with_roofline_physics(tmp_path):
     assert 0.0 <= p["exposed_comm_s"] <= p["allreduce_or_ps_s"]
     bad = CliRunner().invoke(app, ["time", "--job", job, "--overlap", "rooflin", "--model", "none"])
     assert bad.exit_code == 2 and "roofline" in bad.output and "Traceback" not in bad.output
+
+
+def test_held_out_group_takes_no_part_in_the_fit():
+    """A held-out GPU type measured 3x slower than the physics keeps its full error: the fit never saw it."""
+    from training.physics_fit import INITIAL, PhysicsProblem, held_out_ape
+
+    jobs = []
+    for gpu in ("H100-SXM5-80GB", "A100-SXM4-80GB"):
+        for batch in (8, 32, 128):
+            job = _job()
+            job["cluster"]["gpu"] = gpu
+            job["workload"]["batch_size_per_gpu"] = batch
+            jobs.append(job)
+    resolved = _resolved(jobs)
+    problem = PhysicsProblem(resolved, np.ones(len(jobs)))
+    exact = problem.step_time_s(INITIAL)
+    groups = np.array(["H100"] * 3 + ["A100"] * 3, object)
+    problem.measured_s = np.where(groups == "A100", 3.0 * exact, exact)
+    everything = np.ones(len(jobs), bool)
+    ape = held_out_ape(problem, everything, groups, groups == "A100")
+    np.testing.assert_allclose(ape[groups == "A100"], 2.0 / 3.0, rtol=1e-3)
+    assert np.isnan(ape[groups == "H100"]).all()
