@@ -28,6 +28,7 @@ names; times are in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -173,8 +174,17 @@ class BreakdownArrays:
     compute_s: np.ndarray
     memory_s: np.ndarray
     comm: CommTimes
-    #: The roofline physics of the same jobs (None where not computed).
-    physics: "PhysicsArrays | None" = None
+    #: Computes the roofline physics of the same jobs on first use (None: not available).
+    physics_fn: "Callable[[], PhysicsArrays] | None" = None
+
+    @property
+    def physics(self) -> "PhysicsArrays | None":
+        """The roofline physics (:mod:`features.physics`), computed once when first asked for."""
+        if self.physics_fn is None:
+            return None
+        if "_physics" not in self.__dict__:
+            object.__setattr__(self, "_physics", self.physics_fn())
+        return self.__dict__["_physics"]
 
     @property
     def comm_s(self) -> np.ndarray:

@@ -120,7 +120,7 @@ class ResolvedJobs:
             compute_s=analytical.compute_s(self.flops_per_sample, self.batch_size_per_gpu, self.peak_flops_per_s),
             memory_s=analytical.memory_s(traffic, self.memory_bw_bytes_per_s),
             comm=comm,
-            physics=self.physics(comm, io),
+            physics_fn=lambda: self.physics(comm, io),
         )
 
     def device_inputs(self) -> physics.DeviceInputs:
