@@ -18,6 +18,10 @@ One training step of one GPU:
     fitted scale): small batches on fast GPUs become launch-bound;
   - the per-step host overhead of the framework.
 
+  Kernels per step are the counted forward, backward and optimizer kernels,
+  the optimizer with PyTorch's multi-tensor ``foreach`` kernels (its default
+  on GPUs); the per-tensor count stays in the catalogue.
+
   A vendor-tuned stack (``software_stack="tuned"``) reaches a fitted
   multiple of the attainable fractions (capped at 1) and, by fusing
   element-wise operators into their neighbours, moves a fitted share of the
