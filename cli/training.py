@@ -123,15 +123,19 @@ def physics_report_command(
     lambda_csv: LambdaOption = None,
     mlperf_csv: MlperfOption = None,
     out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/physics"),
+    refit_constants: Annotated[
+        bool,
+        typer.Option("--refit-constants", help="First refit the roofline physics' constants on all GPU runs and store them in features/catalog/physics_constants.json."),
+    ] = False,
 ) -> None:
-    """Report the analytical model alone against measured runs: errors by source, architecture and tier, and speedups.
+    """Report the analytical model alone against measured runs: held-out roofline physics, errors by source, architecture and tier, and speedups.
 
     Example: predict physics-report --out reports/physics
     """
     from training.physics_report import write_physics_report
 
     gathered = _gather(runs, lambda_csv, mlperf_csv)
-    typer.echo(f"wrote {write_physics_report(gathered.runs, out)}")
+    typer.echo(f"wrote {write_physics_report(gathered.runs, out, refit_constants)}")
 
 
 @domain_errors

@@ -16,7 +16,10 @@ compute- or memory-bound and nothing hides behind anything else. The
 overlapped form (``overlap="overlapped"``) takes the roofline view of the
 device (compute and memory traffic overlap: the larger wins), hides gradient
 communication behind the backward pass (two thirds of the training FLOPs) and
-prefetches input while the device works.
+prefetches input while the device works. The roofline physics
+(``overlap="roofline"``, :mod:`features.physics`) sums op-class rooflines,
+kernel launches and host overhead, and overlaps all-reduce with backward
+bucket by bucket; it is the base the learned residual can correct.
 
 Every function here is pure and works elementwise on numpy arrays, so one job
 and a million jobs take the same code path. Inputs carry their units in their
@@ -25,9 +28,14 @@ names; times are in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from features.physics import PhysicsArrays
 
 ARCHITECTURE_CODES = {"single": 0, "allreduce-local": 1, "allreduce-cluster": 2, "ps-worker": 3}
 
@@ -47,7 +55,7 @@ OPTIMIZER_BYTES_PER_PARAM = 20.0
 #: the training precision, per parameter per step.
 WEIGHT_ELEMENTS_PER_PARAM = 3.0
 
-OVERLAP_STRATEGIES = ("none", "overlapped")
+OVERLAP_STRATEGIES = ("none", "overlapped", "roofline")
 
 
 def compute_s(flops_per_sample, batch_size_per_gpu, peak_flops_per_s):
@@ -166,6 +174,17 @@ class BreakdownArrays:
     compute_s: np.ndarray
     memory_s: np.ndarray
     comm: CommTimes
+    #: Computes the roofline physics of the same jobs on first use (None: not available).
+    physics_fn: "Callable[[], PhysicsArrays] | None" = None
+
+    @property
+    def physics(self) -> "PhysicsArrays | None":
+        """The roofline physics (:mod:`features.physics`), computed once when first asked for."""
+        if self.physics_fn is None:
+            return None
+        if "_physics" not in self.__dict__:
+            object.__setattr__(self, "_physics", self.physics_fn())
+        return self.__dict__["_physics"]
 
     @property
     def comm_s(self) -> np.ndarray:
@@ -188,6 +207,8 @@ class BreakdownArrays:
             return self.additive_s
         if overlap == "overlapped":
             return self.overlapped_s
+        if overlap == "roofline" and self.physics is not None:
+            return self.physics.step_time_s
         raise ValueError(f"overlap {overlap!r}; allowed: {', '.join(OVERLAP_STRATEGIES)}")
 
     def component_matrix_s(self) -> np.ndarray:

@@ -7,8 +7,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from features.fields import PRECISIONS
+from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
 from features.hardware import LINK_KINDS, HardwareCatalog, hardware_catalog
+from features.mechanisms import collective_catalog, gpu_mechanisms, software_specs
+from features.physics import bucket_layout
 from features.workloads import WorkloadCatalog, workload_catalog
 
 
@@ -35,6 +37,37 @@ class CatalogArrays:
     workload_input_bytes_per_sample: np.ndarray
     workload_dense_param_count: np.ndarray
     workload_default_batch: np.ndarray
+    # Mechanisms (features.mechanisms) and op classes (features.op_counting).
+    device_is_gpu: np.ndarray
+    device_sm_count: np.ndarray  # NaN where the catalogue has none
+    link_ring_efficiency: np.ndarray
+    link_tree_efficiency: np.ndarray
+    link_call_latency_s: np.ndarray
+    workload_matrix_flop_ratio: np.ndarray  # matrix FLOPs over flops_per_sample
+    workload_other_flop_ratio: np.ndarray
+    workload_memory_bound_share: np.ndarray  # memory-bound bytes over all counted bytes
+    workload_kernels: np.ndarray  # forward + backward + optimizer (foreach) per step
+    workload_backward_kernels: np.ndarray
+    workload_matrix_kernels: np.ndarray
+    workload_gradients: list  # (elements in backward order, ready fractions) or None
+    software_launch_latency_s: np.ndarray  # [framework, software stack]
+    software_host_overhead_s: np.ndarray
+
+    def gradient_layout(self, workload: int, bytes_per_element: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """DDP bucket layout (shares, ready fractions) of a catalogue workload's gradients; None where not counted."""
+        key = (workload, float(bytes_per_element))
+        if key not in self._layouts:
+            gradients = self.workload_gradients[workload]
+            self._layouts[key] = None if gradients is None else bucket_layout(*gradients, bytes_per_element)
+        return self._layouts[key]
+
+    @property
+    def _layouts(self) -> dict:
+        cache = self.__dict__.get("_layout_cache")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_layout_cache", cache)
+        return cache
 
 
 def catalog_arrays(hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None) -> CatalogArrays:
@@ -55,6 +88,26 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
     link_names = [link.name for link in links]
     link_pos = {name: i for i, name in enumerate(link_names)}
     specs = list(workloads.workloads)
+    mechanisms = gpu_mechanisms()
+    collectives = collective_catalog()
+    link_collectives = [collectives.for_link(link.name, link.kind) for link in links]
+    software = software_specs()
+    op_classes = [w.op_class_figures for w in specs]
+
+    def op_array(name: str) -> np.ndarray:
+        return np.array([o[name] for o in op_classes], float)
+
+    counted_bytes = op_array("matrix_bytes_per_sample_fp32") + op_array("memory_bound_bytes_per_sample_fp32")
+    flops = np.array([w.flops_per_sample for w in specs], float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        matrix_ratio = np.where(flops > 0, op_array("matrix_flops_per_sample") / flops, 1.0)
+        other_ratio = np.where(flops > 0, op_array("other_flops_per_sample") / flops, 0.0)
+        bound_share = np.where(counted_bytes > 0, op_array("memory_bound_bytes_per_sample_fp32") / counted_bytes, 1.0)
+    gradients = [
+        (o["gradient_elements_backward_order"], o["gradient_ready_fraction"])
+        if o.get("gradient_elements_backward_order") else None
+        for o in op_classes
+    ]
     return CatalogArrays(
         hardware=hardware,
         workloads=workloads,
@@ -77,4 +130,20 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_input_bytes_per_sample=np.array([w.input_bytes_per_sample for w in specs], float),
         workload_dense_param_count=np.array([w.dense_param_count for w in specs], float),
         workload_default_batch=np.array([w.default_batch_size_per_gpu for w in specs], float),
+        device_is_gpu=np.array([d.kind == "gpu" for d in devices], bool),
+        device_sm_count=np.array([mechanisms[d.name].sm_count if d.name in mechanisms else np.nan for d in devices], float),
+        link_ring_efficiency=np.array([c.ring_bus_bw_efficiency for c in link_collectives], float),
+        link_tree_efficiency=np.array([c.tree_bus_bw_efficiency for c in link_collectives], float),
+        link_call_latency_s=np.array([c.call_latency_s for c in link_collectives], float),
+        workload_matrix_flop_ratio=matrix_ratio,
+        workload_other_flop_ratio=other_ratio,
+        workload_memory_bound_share=bound_share,
+        workload_kernels=op_array("kernels_forward") + op_array("kernels_backward") + op_array("kernels_optimizer_foreach"),
+        workload_backward_kernels=op_array("kernels_backward"),
+        workload_matrix_kernels=op_array("matrix_kernels"),
+        workload_gradients=gradients,
+        software_launch_latency_s=np.array(
+            [[software[(f, s)].kernel_launch_latency_s for s in SOFTWARE_STACKS] for f in FRAMEWORKS], float
+        ),
+        software_host_overhead_s=np.array([[software[(f, s)].host_overhead_s for s in SOFTWARE_STACKS] for f in FRAMEWORKS], float),
     )

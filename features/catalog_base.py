@@ -13,7 +13,7 @@ from features.errors import UnknownNameError
 CATALOG_DIR = Path(__file__).parent / "catalog"
 
 #: How a catalogue value was obtained.
-PROVENANCE_KINDS = ("datasheet", "measured", "counted", "published", "configured")
+PROVENANCE_KINDS = ("datasheet", "measured", "counted", "published", "configured", "estimated")
 
 _VENDOR_PREFIXES = ("nvidia ", "tesla ", "geforce ", "quadro ")
 _SEPARATORS = re.compile(r"[\s_\-/]+")

@@ -12,11 +12,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from features import analytical
+from features import analytical, physics
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
 from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.errors import UnknownNameError
-from features.fields import PRECISIONS
+from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
+from features.mechanisms import PhysicsConstants, physics_constants
+from features.workloads import (
+    DEFAULT_BYTES_PER_OTHER_FLOP,
+    DEFAULT_KERNELS_BACKWARD,
+    DEFAULT_KERNELS_FORWARD,
+    DEFAULT_KERNELS_OPTIMIZER_FOREACH,
+    DEFAULT_MATRIX_KERNELS,
+    DEFAULT_MEMORY_BOUND_BYTE_SHARE,
+)
 from features.rules import check_links, check_not_layout, check_parallelism, check_workload
 from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
@@ -56,6 +65,25 @@ class ResolvedJobs:
     nodes: np.ndarray
     gpus_per_node_used: np.ndarray
     nics_per_node: np.ndarray
+    # The roofline physics' inputs (features.physics).
+    matrix_flops_per_sample: np.ndarray | None = None
+    other_flops_per_sample: np.ndarray | None = None
+    matrix_bytes_per_sample: np.ndarray | None = None
+    memory_bound_bytes_per_sample: np.ndarray | None = None
+    kernels_per_step: np.ndarray | None = None
+    backward_kernels_per_step: np.ndarray | None = None
+    matrix_kernels_per_step: np.ndarray | None = None
+    sm_count: np.ndarray | None = None
+    device_is_gpu: np.ndarray | None = None
+    kernel_launch_latency_s: np.ndarray | None = None
+    host_overhead_s: np.ndarray | None = None
+    intra_ring_efficiency: np.ndarray | None = None
+    intra_call_latency_s: np.ndarray | None = None
+    network_ring_efficiency: np.ndarray | None = None
+    network_tree_efficiency: np.ndarray | None = None
+    network_call_latency_s: np.ndarray | None = None
+    is_tuned: np.ndarray | None = None
+    catalogs: CatalogArrays | None = None
 
     @property
     def errors(self) -> np.ndarray:
@@ -86,12 +114,136 @@ class ResolvedJobs:
             self.network_latency_s,
             self.nics_per_node,
         )
+        io = analytical.io_s(self.input_bytes_per_sample, self.batch_size_per_gpu, self.host_link_bw_bytes_per_s)
         return BreakdownArrays(
-            io_s=analytical.io_s(self.input_bytes_per_sample, self.batch_size_per_gpu, self.host_link_bw_bytes_per_s),
+            io_s=io,
             compute_s=analytical.compute_s(self.flops_per_sample, self.batch_size_per_gpu, self.peak_flops_per_s),
             memory_s=analytical.memory_s(traffic, self.memory_bw_bytes_per_s),
             comm=comm,
+            physics_fn=lambda: self.physics(comm, io),
         )
+
+    def device_inputs(self) -> physics.DeviceInputs:
+        """Per-step op-class volumes of one GPU, its rates and the software's costs."""
+        b = self.batch_size_per_gpu
+        optimizer_bytes = self.param_count * (
+            analytical.WEIGHT_ELEMENTS_PER_PARAM * self.bytes_per_element + analytical.OPTIMIZER_BYTES_PER_PARAM
+        )
+        return physics.DeviceInputs(
+            matrix_flops=self.matrix_flops_per_sample * b,
+            other_flops=self.other_flops_per_sample * b,
+            matrix_bytes=self.matrix_bytes_per_sample * b,
+            memory_bound_bytes=self.memory_bound_bytes_per_sample * b + optimizer_bytes,
+            kernels=self.kernels_per_step,
+            backward_kernels=self.backward_kernels_per_step,
+            matrix_kernels=self.matrix_kernels_per_step,
+            peak_flops_per_s=self.peak_flops_per_s,
+            fp32_peak_flops_per_s=self.fp32_peak_flops_per_s,
+            memory_bw_bytes_per_s=self.memory_bw_bytes_per_s,
+            uses_tensor_cores=self.peak_flops_per_s > self.fp32_peak_flops_per_s,
+            sm_count=self.sm_count,
+            is_gpu=self.device_is_gpu,
+            kernel_launch_latency_s=self.kernel_launch_latency_s,
+            host_overhead_s=self.host_overhead_s,
+            is_tuned=self.is_tuned,
+        )
+
+    def collective_inputs(self) -> physics.CollectiveInputs:
+        code = self.architecture_code
+        local = code == ARCHITECTURE_CODES["allreduce-local"]
+        cluster = code == ARCHITECTURE_CODES["allreduce-cluster"]
+        return physics.CollectiveInputs(
+            is_allreduce=local | cluster,
+            gpus_per_node=np.where(local, self.total_gpus, self.gpus_per_node_used),
+            nodes=np.where(cluster, self.nodes, 1.0),
+            intra_bw_bytes_per_s=self.intra_node_bw_bytes_per_s,
+            intra_latency_s=self.intra_node_latency_s,
+            intra_ring_efficiency=self.intra_ring_efficiency,
+            intra_call_latency_s=self.intra_call_latency_s,
+            node_bw_bytes_per_s=self.network_bw_bytes_per_s * self.nics_per_node,
+            network_latency_s=self.network_latency_s,
+            network_ring_efficiency=self.network_ring_efficiency,
+            network_tree_efficiency=self.network_tree_efficiency,
+            network_call_latency_s=self.network_call_latency_s,
+        )
+
+    def physics(self, comm: analytical.CommTimes, io_s: np.ndarray, constants: PhysicsConstants | None = None):
+        """The roofline physics (:mod:`features.physics`) of every job; ``comm`` gives the PS/Worker fan-in times."""
+        k = constants or physics_constants()
+        d = self.device_inputs()
+        device = physics.device_times(d, k)
+        backward = physics.backward_s(device, d, k)
+        comm_s, exposed = self.allreduce_overlap(backward)
+        is_ps = self.architecture_code == ARCHITECTURE_CODES["ps-worker"]
+        comm_s = np.where(is_ps, comm.total_s, comm_s)
+        exposed = np.where(is_ps, comm.total_s, exposed)
+        return physics.PhysicsArrays(device, backward, comm_s, exposed, io_s)
+
+    def allreduce_overlap(self, backward_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All-reduce seconds per step and the part the backward pass cannot hide, bucket by bucket."""
+        n = len(backward_s)
+        total = np.zeros(n)
+        exposed = np.zeros(n)
+        for index, bucket_s, ready in self._allreduce_buckets():
+            total[index] = bucket_s.sum(axis=1)
+            exposed[index] = physics.exposed_tail_s(bucket_s, ready, backward_s[index])
+        index, per_bucket, k = self._uniform_buckets()
+        if len(index):
+            total[index] = per_bucket * k
+            exposed[index] = physics.uniform_exposed_s(per_bucket, k, backward_s[index])
+        nan = np.where(self.ok, 0.0, np.nan)
+        return total + nan, exposed + nan
+
+    def _allreduce_gradient_bytes(self) -> np.ndarray:
+        c_allreduce = np.isin(
+            self.architecture_code, [ARCHITECTURE_CODES["allreduce-local"], ARCHITECTURE_CODES["allreduce-cluster"]]
+        )
+        return np.where(c_allreduce & self.ok, self.gradient_bytes, 0.0)
+
+    def _allreduce_buckets(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per group of jobs sharing a counted gradient layout: (job rows, bucket seconds, ready fractions).
+
+        The bucket times do not depend on the physics' constants, so they are
+        computed once per resolved table.
+        """
+        cached = self.__dict__.get("_bucket_cache")
+        if cached is not None:
+            return cached
+        gradient = self._allreduce_gradient_bytes()
+        active = gradient > 0
+        per_element = self.gradient_bytes / np.maximum(self.param_count, 1.0)
+        groups = []
+        covered = np.zeros(len(gradient), bool)
+        c = self.collective_inputs()
+        if self.catalogs is not None:
+            # Python sets, not np.unique: its first call imports a numpy submodule (tens of ms of a cold start).
+            for w in sorted(set(self.workload_index[active & (self.workload_index >= 0)].tolist())):
+                rows = active & (self.workload_index == w)
+                for bpe in sorted(set(per_element[rows].tolist())):
+                    layout = self.catalogs.gradient_layout(int(w), float(bpe))
+                    if layout is None:
+                        continue
+                    shares, ready = layout
+                    index = np.flatnonzero(rows & (per_element == bpe))
+                    covered[index] = True
+                    bucket_s = physics.hierarchical_allreduce_s(gradient[index, None] * shares[None, :], c, index)
+                    groups.append((index, bucket_s, ready))
+        self.__dict__["_bucket_cache"] = groups
+        self.__dict__["_uniform_rows"] = active & ~covered
+        return groups
+
+    def _uniform_buckets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Jobs without a counted layout: equal 25 MB buckets, gradients produced evenly through backward."""
+        cached = self.__dict__.get("_uniform_cache")
+        if cached is not None:
+            return cached
+        self._allreduce_buckets()
+        index = np.flatnonzero(self.__dict__["_uniform_rows"])
+        gradient = self._allreduce_gradient_bytes()[index]
+        k = np.clip(np.ceil(gradient / physics.BUCKET_CAP_BYTES), 1, physics.MAX_BUCKETS)
+        per_bucket = physics.hierarchical_allreduce_s(gradient / k, self.collective_inputs(), index)
+        self.__dict__["_uniform_cache"] = (index, per_bucket, k)
+        return index, per_bucket, k
 
 
 def _lookup(table: JobTable, leaf: str, path: str, index, names: list[str], strict: bool = True) -> np.ndarray:
@@ -159,6 +311,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     )
     gradient_bytes = _first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
     batch = _first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
+    op = _op_classes(cols, cat, has_model, safe_model, flops, memory)
     check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
@@ -191,6 +344,11 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     def masked(values: np.ndarray) -> np.ndarray:
         return np.where(ok, values, np.nan)
 
+    framework = map_values(cols["framework"], {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
+    stack = map_values(cols["software_stack"], {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
+    software_latency = cat.software_launch_latency_s[framework, stack]
+    software_host = cat.software_host_overhead_s[framework, stack]
+
     return ResolvedJobs(
         table=table,
         device_index=np.where(ok, device, -1),
@@ -221,7 +379,53 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         nodes=masked(nodes),
         gpus_per_node_used=masked(gpus_per_node_used),
         nics_per_node=masked(cols["nics_per_node"]),
+        **{name: masked(values) for name, values in op.items()},
+        sm_count=masked(cat.device_sm_count[safe_device]),
+        device_is_gpu=np.where(ok, cat.device_is_gpu[safe_device], False),
+        kernel_launch_latency_s=masked(software_latency),
+        host_overhead_s=masked(software_host),
+        intra_ring_efficiency=masked(cat.link_ring_efficiency[safe_intra]),
+        intra_call_latency_s=masked(cat.link_call_latency_s[safe_intra]),
+        network_ring_efficiency=masked(cat.link_ring_efficiency[safe_network]),
+        network_tree_efficiency=masked(cat.link_tree_efficiency[safe_network]),
+        network_call_latency_s=masked(cat.link_call_latency_s[safe_network]),
+        is_tuned=np.where(ok, stack == SOFTWARE_STACKS.index("tuned"), False),
+        catalogs=cat,
     )
+
+
+def _op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -> dict[str, np.ndarray]:
+    """Per-sample op-class volumes and per-step kernels of every job.
+
+    A job's own op-class fields win. Otherwise a catalogue model's counted
+    split (ratios of its op classes to its totals) is applied to the job's
+    totals, so a job that overrides ``flops_per_sample`` scales its classes;
+    a custom model gets the documented default split (features/workloads.py).
+    """
+
+    def catalogue_or(values: np.ndarray, default: float) -> np.ndarray:
+        return np.where(has_model, values[safe_model], default)
+
+    matrix_ratio = catalogue_or(cat.workload_matrix_flop_ratio, 1.0)
+    bound_share = catalogue_or(cat.workload_memory_bound_share, DEFAULT_MEMORY_BOUND_BYTE_SHARE)
+    default_other = memory * DEFAULT_MEMORY_BOUND_BYTE_SHARE / DEFAULT_BYTES_PER_OTHER_FLOP
+    other_flops = np.where(has_model, flops * catalogue_or(cat.workload_other_flop_ratio, 0.0), default_other)
+    matrix_flops = _first_given(cols["matrix_flops_per_sample"], flops * matrix_ratio)
+    bound_bytes = _first_given(cols["memory_bound_bytes_per_sample"], memory * bound_share)
+    default_kernels = DEFAULT_KERNELS_FORWARD + DEFAULT_KERNELS_BACKWARD + DEFAULT_KERNELS_OPTIMIZER_FOREACH
+    kernels = _first_given(cols["kernels_per_step"], catalogue_or(cat.workload_kernels, default_kernels))
+    catalogue_kernels = catalogue_or(cat.workload_kernels, default_kernels)
+    # A job's own kernel count keeps the catalogue's (or the default's) backward and matrix shares.
+    kernel_scale = kernels / catalogue_kernels
+    return {
+        "matrix_flops_per_sample": matrix_flops,
+        "other_flops_per_sample": other_flops,
+        "matrix_bytes_per_sample": np.maximum(memory - bound_bytes, 0.0),
+        "memory_bound_bytes_per_sample": bound_bytes,
+        "kernels_per_step": kernels,
+        "backward_kernels_per_step": catalogue_or(cat.workload_backward_kernels, DEFAULT_KERNELS_BACKWARD) * kernel_scale,
+        "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * kernel_scale,
+    }
 
 
 def _per_precision(precision: np.ndarray, table: dict[str, float]) -> np.ndarray:

@@ -29,6 +29,52 @@ FIGURES = (
 )
 
 
+#: Fields of a workload's ``op_classes`` block (see :mod:`features.op_counting`).
+OP_CLASS_FIELDS = (
+    "matrix_flops_per_sample",
+    "other_flops_per_sample",
+    "matrix_bytes_per_sample_fp32",
+    "memory_bound_bytes_per_sample_fp32",
+    "kernels_forward",
+    "kernels_backward",
+    "matrix_kernels",
+    "kernels_optimizer_per_tensor",
+    "kernels_optimizer_foreach",
+)
+
+#: The default split, for a workload that was not counted operator by operator
+#: (a catalogue model whose definition needs a library the project does not
+#: install, or a custom model in a job that gives only totals). Medians over
+#: the counted catalogue workloads (``python -m features.op_counting`` prints
+#: them): FlopCounterMode's FLOPs are the matrix operators' FLOPs, so
+#: ``flops_per_sample`` is taken as matrix FLOPs; other FLOPs are one per
+#: ``DEFAULT_BYTES_PER_OTHER_FLOP`` bytes of memory-bound traffic; a share
+#: ``DEFAULT_MEMORY_BOUND_BYTE_SHARE`` of the DRAM traffic is memory-bound
+#: operators'; and a step launches the median kernel counts.
+DEFAULT_MEMORY_BOUND_BYTE_SHARE = 0.73
+DEFAULT_BYTES_PER_OTHER_FLOP = 10.3
+DEFAULT_KERNELS_FORWARD = 215
+DEFAULT_KERNELS_BACKWARD = 280
+DEFAULT_MATRIX_KERNELS = 171
+DEFAULT_KERNELS_OPTIMIZER_FOREACH = 5
+
+
+def default_op_classes(flops_per_sample: float, memory_bytes_per_sample_fp32: float) -> dict:
+    """The documented default split (constants above) of a workload's totals into op classes."""
+    memory_bound = memory_bytes_per_sample_fp32 * DEFAULT_MEMORY_BOUND_BYTE_SHARE
+    return {
+        "matrix_flops_per_sample": flops_per_sample,
+        "other_flops_per_sample": memory_bound / DEFAULT_BYTES_PER_OTHER_FLOP,
+        "matrix_bytes_per_sample_fp32": memory_bytes_per_sample_fp32 - memory_bound,
+        "memory_bound_bytes_per_sample_fp32": memory_bound,
+        "kernels_forward": DEFAULT_KERNELS_FORWARD,
+        "kernels_backward": DEFAULT_KERNELS_BACKWARD,
+        "matrix_kernels": DEFAULT_MATRIX_KERNELS,
+        "kernels_optimizer_per_tensor": None,
+        "kernels_optimizer_foreach": DEFAULT_KERNELS_OPTIMIZER_FOREACH,
+    }
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """Training figures of one model at its default input shape or sequence length.
@@ -69,11 +115,20 @@ class WorkloadSpec:
     ai_matrix: bool = False
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    #: Operator-level counts (see :mod:`features.op_counting` and :data:`OP_CLASS_FIELDS`).
+    op_classes: dict | None = None
 
     @property
     def arithmetic_intensity_flops_per_byte(self) -> float:
         """Training FLOPs per byte of DRAM traffic (FP32), the roofline x-axis."""
         return self.flops_per_sample / self.memory_bytes_per_sample_fp32
+
+    @property
+    def op_class_figures(self) -> dict:
+        """The ``op_classes`` figures, counted or (where the catalogue has none) the default split."""
+        if self.op_classes is not None:
+            return self.op_classes
+        return default_op_classes(self.flops_per_sample, self.memory_bytes_per_sample_fp32)
 
     def gradient_bytes(self, precision: str) -> float:
         """Bytes of dense gradient exchanged per step, communicated at ``precision``."""
@@ -95,6 +150,11 @@ def _build(entry: dict) -> WorkloadSpec:
         kind = spec.provenance.get(figure)
         if kind not in PROVENANCE_KINDS or not spec.source.get(figure):
             raise ValueError(f"workload {name}: {figure} needs a provenance in {PROVENANCE_KINDS} and a source")
+    if spec.op_classes is not None:
+        missing = [f for f in OP_CLASS_FIELDS if f not in spec.op_classes]
+        kind = spec.op_classes.get("provenance")
+        if missing or kind not in PROVENANCE_KINDS or not spec.op_classes.get("source"):
+            raise ValueError(f"workload {name}: op_classes needs {missing or 'a provenance and a source'}")
     if spec.domain not in DOMAINS:
         raise ValueError(f"workload {name}: domain {spec.domain!r} not in {DOMAINS}")
     return spec

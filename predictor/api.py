@@ -245,6 +245,7 @@ class Predictor:
             overlapped_s=float(b.overlapped_s[row]),
             bottleneck=str(result.bottleneck[row]),
             bottleneck_link=result.bottleneck_link[row],
+            physics=_physics_row(b, row),
         )
         step_time_s = float(result.step_time_s[row])
         global_batch = float(result.global_batch_size[row])
@@ -273,6 +274,23 @@ def _attach_learned(result: TablePrediction, learned) -> None:
     result.step_time_s = np.exp(learned.log_step_time_s)
     result.lower_s, result.upper_s = learned.lower_s, learned.upper_s
     result.extrapolation = learned.extrapolation
+
+
+def _physics_row(b: BreakdownArrays, row: int) -> dict[str, float] | None:
+    """The roofline physics of one row by mechanism, in seconds."""
+    p = b.physics
+    if p is None:
+        return None
+    return {
+        "roofline_s": float(p.step_time_s[row]),
+        "matrix_s": float(p.device.matrix_s[row]),
+        "memory_bound_s": float(p.device.memory_bound_s[row]),
+        "launch_s": float(p.device.launch_s[row]),
+        "host_s": float(p.device.host_s[row]),
+        "backward_s": float(p.backward_s[row]),
+        "allreduce_or_ps_s": float(p.comm_s[row]),
+        "exposed_comm_s": float(p.exposed_comm_s[row]),
+    }
 
 
 def _measured(job: Job) -> float | None:

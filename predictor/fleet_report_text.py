@@ -45,7 +45,7 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
         "",
         f"{report.rows:,} jobs: {report.scored:,} predicted, {report.rows - report.scored:,} failed validation "
         f"({'analytical model x learned residual' if report.method == 'learned' else 'analytical model'}, "
-        f"{'PAI additive' if report.overlap == 'none' else 'overlapped'} breakdown). "
+        f"{ {'none': 'PAI additive', 'roofline': 'roofline physics'}.get(report.overlap, 'overlapped')} breakdown). "
         f"GPU-time weights: {report.weight_basis} ({report.weight_unit}).",
         "",
         "## Where the step time goes",

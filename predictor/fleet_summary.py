@@ -52,7 +52,7 @@ class FleetSummary:
         return out
 
 
-_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped"}
+_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped", "roofline": "roofline physics"}
 _METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
 
 

@@ -16,7 +16,7 @@ from predictor.results import Prediction, SpeedupPrediction
 _console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 _METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
-_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped"}
+_OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped", "roofline": "roofline physics"}
 
 
 def _seconds(value: float) -> str:
@@ -52,6 +52,12 @@ def print_breakdown(prediction: Prediction) -> None:
     table.add_row("  network", _seconds(b.comm_network_s), "")
     table.add_row("additive (PAI)", _seconds(b.additive_s), "", style="bold")
     table.add_row("overlapped", _seconds(b.overlapped_s), "")
+    if b.physics is not None:
+        table.add_row("roofline physics", _seconds(b.physics["roofline_s"]), "", style="bold")
+        for label, key in (("  matrix ops", "matrix_s"), ("  memory-bound ops", "memory_bound_s"),
+                           ("  kernel launches", "launch_s"), ("  host overhead", "host_s"),
+                           ("  exposed communication", "exposed_comm_s")):
+            table.add_row(label, _seconds(b.physics[key]), "")
     _console.print(table)
     _console.print(f"bottleneck: {_bottleneck(prediction)}")
 

@@ -27,6 +27,8 @@ class Breakdown:
     overlapped_s: float
     bottleneck: str
     bottleneck_link: str | None
+    #: The roofline physics by mechanism (``--overlap roofline``), seconds; None where not computed.
+    physics: dict[str, float] | None = None
 
     @property
     def seconds(self) -> dict[str, float]:
@@ -49,6 +51,7 @@ class Breakdown:
             "additive_s": self.additive_s,
             "overlapped_s": self.overlapped_s,
             "shares": self.shares,
+            **({"physics": self.physics} if self.physics is not None else {}),
         }
 
 

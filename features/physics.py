@@ -1,0 +1,279 @@
+"""The roofline physics (``overlap="roofline"``): op classes, launches, bucketed overlap, NCCL collectives.
+
+One training step of one GPU:
+
+* **Device time** is the sum over op classes of that class's roofline,
+  plus a launch cost per kernel, plus the framework's host overhead per step:
+
+  - matrix operators (matmul, convolution, attention):
+    ``max(FLOPs / (eta_matrix * peak at the precision), bytes / (eta_memory * DRAM bandwidth))``,
+    where ``eta_matrix`` is the attainable fraction (tensor-core or FP32
+    path) times an operator-size curve ``s / (s + s_half)``, ``s`` the
+    matrix FLOPs of one matrix kernel per SM: an operator too small to
+    fill the GPU's SMs reaches less of the peak;
+  - memory-bound operators (element-wise, normalisation, softmax,
+    embeddings, and the optimizer's weight, gradient and state traffic):
+    ``max(FLOPs / FP32 peak, bytes / (eta_memory * DRAM bandwidth))``;
+  - ``kernels x launch latency`` (the software catalogue's latency times a
+    fitted scale): small batches on fast GPUs become launch-bound;
+  - the per-step host overhead of the framework.
+
+  Kernels per step are the counted forward, backward and optimizer kernels,
+  the optimizer with PyTorch's multi-tensor ``foreach`` kernels (its default
+  on GPUs); the per-tensor count stays in the catalogue.
+
+  A vendor-tuned stack (``software_stack="tuned"``) reaches a fitted
+  multiple of the attainable fractions (capped at 1) and, by fusing
+  element-wise operators into their neighbours, moves a fitted share of the
+  memory-bound traffic.
+
+* **Communication** of all-reduce jobs is split into DDP-style buckets
+  (25 MB by default) in the order backward produces the gradients; a bucket
+  is all-reduced once its last gradient is ready, one bucket at a time. The
+  exposed part is the tail that the rest of the backward pass cannot hide:
+  with bucket ``k`` ready at ``r_k`` of the backward time ``B`` and taking
+  ``t_k``, the last bucket ends at ``max_k (r_k B + sum_{j>=k} t_j)``, and
+  what lies past ``B`` is exposed.
+
+* **Collectives** follow the alpha-beta model of NCCL's algorithms: a ring
+  all-reduce of ``S`` bytes among ``n`` costs ``2(n-1)/n S / (e_ring bw) +
+  2(n-1) alpha``, a double binary tree ``2 S / (e_tree bw) + 2 ceil(log2 n)
+  alpha``, each plus a fixed call cost; the faster is taken, as NCCL's tuner
+  does. Inside a node NCCL's tree is a chain, so the ring is used; across
+  nodes the all-reduce is hierarchical (ring inside each node, the faster
+  of ring and tree between nodes over all of a node's NICs together). Bus
+  bandwidth efficiencies and call costs are catalogue figures per link
+  (``catalog/collectives.json``); per-hop latencies are the links' own.
+
+* **Parameter servers** keep the fan-in model of
+  :func:`features.analytical.communication_s`, exposed in full (pushes
+  follow the backward pass, pulls precede the next forward).
+
+* **Input** is prefetched: the step is the longer of the host-to-device copy
+  and device time plus exposed communication.
+
+Every function is pure and elementwise over numpy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from features.mechanisms import PhysicsConstants
+
+#: DDP's default gradient bucket (``bucket_cap_mb=25``).
+BUCKET_CAP_BYTES = 25 * 2**20
+
+#: At most this many buckets per step: larger models get larger buckets (the
+#: exposed tail changes by under a bucket's time).
+MAX_BUCKETS = 256
+
+#: Share of the forward+backward operator time spent in backward (backward
+#: costs about twice the forward), the window that can hide communication.
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+def ring_allreduce_s(message_bytes, n, bw_bytes_per_s, hop_latency_s, efficiency, call_latency_s):
+    """NCCL ring all-reduce: ``2(n-1)/n`` of the message over the bus bandwidth, ``2(n-1)`` hops; free for one rank."""
+    n = np.asarray(n, dtype=float)
+    steps = 2.0 * (n - 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        volume = np.where(n > 1, steps / n * message_bytes, 0.0)
+        t = volume / (efficiency * bw_bytes_per_s) + steps * hop_latency_s
+    return np.where(n > 1, t + call_latency_s, 0.0)
+
+
+def tree_allreduce_s(message_bytes, n, bw_bytes_per_s, hop_latency_s, efficiency, call_latency_s):
+    """NCCL double binary tree all-reduce: twice the message over the bus bandwidth, ``2 ceil(log2 n)`` hops."""
+    n = np.asarray(n, dtype=float)
+    depth = np.ceil(np.log2(np.maximum(n, 1.0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = 2.0 * message_bytes / (efficiency * bw_bytes_per_s) + 2.0 * depth * hop_latency_s
+    return np.where(n > 1, t + call_latency_s, 0.0)
+
+
+def best_allreduce_s(message_bytes, n, bw_bytes_per_s, hop_latency_s, ring_efficiency, tree_efficiency, call_latency_s):
+    """The faster of ring and tree, as NCCL's tuner chooses."""
+    ring = ring_allreduce_s(message_bytes, n, bw_bytes_per_s, hop_latency_s, ring_efficiency, call_latency_s)
+    tree = tree_allreduce_s(message_bytes, n, bw_bytes_per_s, hop_latency_s, tree_efficiency, call_latency_s)
+    return np.minimum(ring, tree)
+
+
+@dataclass(frozen=True)
+class CollectiveInputs:
+    """Per job, what an all-reduce needs: ranks per level, link figures and efficiencies (arrays)."""
+
+    is_allreduce: np.ndarray  # allreduce-local or allreduce-cluster
+    gpus_per_node: np.ndarray  # ranks of the intra-node ring
+    nodes: np.ndarray  # ranks across nodes (1 inside a node)
+    intra_bw_bytes_per_s: np.ndarray
+    intra_latency_s: np.ndarray
+    intra_ring_efficiency: np.ndarray
+    intra_call_latency_s: np.ndarray
+    node_bw_bytes_per_s: np.ndarray  # all of a node's NICs together
+    network_latency_s: np.ndarray
+    network_ring_efficiency: np.ndarray
+    network_tree_efficiency: np.ndarray
+    network_call_latency_s: np.ndarray
+
+
+def hierarchical_allreduce_s(message_bytes, c: CollectiveInputs, index=slice(None)):
+    """All-reduce of ``message_bytes`` per job: a ring inside each node, then the faster of ring and tree across nodes.
+
+    ``message_bytes`` may carry a trailing bucket axis; ``index`` selects the
+    jobs of ``c`` it belongs to.
+    """
+
+    def col(x):
+        x = np.asarray(x)[index]
+        return x[:, None] if np.ndim(message_bytes) == 2 else x
+
+    intra = ring_allreduce_s(
+        message_bytes, col(c.gpus_per_node), col(c.intra_bw_bytes_per_s), col(c.intra_latency_s),
+        col(c.intra_ring_efficiency), col(c.intra_call_latency_s),
+    )
+    across = best_allreduce_s(
+        message_bytes, col(c.nodes), col(c.node_bw_bytes_per_s), col(c.network_latency_s),
+        col(c.network_ring_efficiency), col(c.network_tree_efficiency), col(c.network_call_latency_s),
+    )
+    return intra + across
+
+
+def bucket_layout(gradient_elements, ready_fraction, bytes_per_element: float, cap_bytes: float = BUCKET_CAP_BYTES):
+    """DDP buckets over gradients in backward order: (share of the gradient bytes, ready fraction of backward) per bucket.
+
+    Gradients join the open bucket until it holds ``cap_bytes``; a bucket is
+    ready when its last gradient is. The cap grows where more than
+    :data:`MAX_BUCKETS` buckets would form.
+    """
+    elements = np.asarray(gradient_elements, float)
+    ready = np.asarray(ready_fraction, float)
+    total = elements.sum() * bytes_per_element
+    cap = max(cap_bytes, total / MAX_BUCKETS)
+    shares, readies = [], []
+    open_bytes = 0.0
+    for n, r in zip(elements, ready):
+        open_bytes += n * bytes_per_element
+        if open_bytes >= cap:
+            shares.append(open_bytes)
+            readies.append(r)
+            open_bytes = 0.0
+    if open_bytes > 0 or not shares:
+        shares.append(open_bytes)
+        readies.append(ready[-1] if len(ready) else 1.0)
+    shares_arr = np.asarray(shares) / max(total, 1.0)
+    return shares_arr, np.maximum.accumulate(np.asarray(readies))
+
+
+def exposed_tail_s(bucket_s: np.ndarray, ready_fraction: np.ndarray, backward_s: np.ndarray) -> np.ndarray:
+    """Communication past the end of backward; ``bucket_s`` is (jobs, buckets), ``ready_fraction`` (buckets,)."""
+    suffix = np.cumsum(bucket_s[:, ::-1], axis=1)[:, ::-1]
+    end = np.max(ready_fraction[None, :] * backward_s[:, None] + suffix, axis=1)
+    return np.maximum(0.0, end - backward_s)
+
+
+def uniform_exposed_s(total_comm_s_per_bucket, n_buckets, backward_s):
+    """:func:`exposed_tail_s` for ``K`` equal buckets ready at ``k/K`` of backward (gradients produced evenly).
+
+    The end time ``max_k (k/K B + (K-k+1) t)`` is linear in ``k``, so the
+    maximum is at ``k = 1`` or ``k = K``.
+    """
+    t, k, b = total_comm_s_per_bucket, n_buckets, backward_s
+    end = np.maximum(b / k + k * t, b + t)
+    return np.maximum(0.0, end - b)
+
+
+@dataclass(frozen=True)
+class DeviceInputs:
+    """Per job, per step of one GPU: op-class volumes, rates and software costs (arrays)."""
+
+    matrix_flops: np.ndarray
+    other_flops: np.ndarray
+    matrix_bytes: np.ndarray
+    memory_bound_bytes: np.ndarray  # including the optimizer's weight, gradient and state traffic
+    kernels: np.ndarray
+    backward_kernels: np.ndarray
+    matrix_kernels: np.ndarray
+    peak_flops_per_s: np.ndarray  # at the training precision
+    fp32_peak_flops_per_s: np.ndarray
+    memory_bw_bytes_per_s: np.ndarray
+    uses_tensor_cores: np.ndarray  # bool
+    sm_count: np.ndarray  # NaN where unknown: no operator-size curve
+    is_gpu: np.ndarray  # bool; the CPU host's measured rates are attainable as they are
+    kernel_launch_latency_s: np.ndarray
+    host_overhead_s: np.ndarray
+    is_tuned: np.ndarray | None = None  # bool; a vendor-tuned software stack
+
+
+@dataclass(frozen=True)
+class DeviceTimes:
+    matrix_s: np.ndarray
+    memory_bound_s: np.ndarray
+    launch_s: np.ndarray
+    host_s: np.ndarray
+
+    @property
+    def operators_s(self) -> np.ndarray:
+        return self.matrix_s + self.memory_bound_s
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.operators_s + self.launch_s + self.host_s
+
+
+def operator_size_factor(matrix_flops, matrix_kernels, sm_count, half_flops_per_sm):
+    """``s / (s + s_half)`` with ``s`` the matrix FLOPs of one matrix kernel per SM; 1 where the SM count is unknown."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = matrix_flops / np.maximum(matrix_kernels, 1.0) / sm_count
+        factor = s / (s + half_flops_per_sm)
+    return np.where(np.isfinite(factor), factor, 1.0)
+
+
+def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
+    """Op-class rooflines, launches and host overhead of one step (see the module docstring)."""
+    gpu = d.is_gpu
+    tuned = np.zeros(np.shape(gpu), bool) if d.is_tuned is None else d.is_tuned
+    gain = np.where(tuned, k.tuned_efficiency_gain, 1.0)
+    eta_matrix = np.where(d.uses_tensor_cores, k.matrix_efficiency_tensor, k.matrix_efficiency_fp32)
+    eta_matrix = np.minimum(eta_matrix * gain, 1.0)
+    eta_matrix = eta_matrix * operator_size_factor(d.matrix_flops, d.matrix_kernels, d.sm_count, k.half_efficiency_flops_per_sm)
+    eta_matrix = np.where(gpu, eta_matrix, 1.0)
+    eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
+    fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)
+    matrix_s = np.maximum(
+        d.matrix_flops / (eta_matrix * d.peak_flops_per_s), d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+    )
+    memory_bound_s = np.maximum(
+        d.other_flops / d.fp32_peak_flops_per_s, fused * d.memory_bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+    )
+    launch_scale = np.where(gpu, k.launch_scale, 1.0)
+    host_scale = np.where(gpu, k.host_scale, 1.0)
+    return DeviceTimes(
+        matrix_s=matrix_s,
+        memory_bound_s=memory_bound_s,
+        launch_s=d.kernels * d.kernel_launch_latency_s * launch_scale,
+        host_s=d.host_overhead_s * host_scale,
+    )
+
+
+@dataclass(frozen=True)
+class PhysicsArrays:
+    """The roofline physics of each job, by mechanism (seconds)."""
+
+    device: DeviceTimes
+    backward_s: np.ndarray
+    comm_s: np.ndarray  # all communication of the step, hidden or not
+    exposed_comm_s: np.ndarray
+    io_s: np.ndarray
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return np.maximum(self.io_s, self.device.total_s + self.exposed_comm_s)
+
+
+def backward_s(device: DeviceTimes, d: DeviceInputs, k: PhysicsConstants) -> np.ndarray:
+    """Seconds of the backward pass: its share of operator time and its own kernels' launches."""
+    launch_scale = np.where(d.is_gpu, k.launch_scale, 1.0)
+    return BACKWARD_SHARE * device.operators_s + d.backward_kernels * d.kernel_launch_latency_s * launch_scale

@@ -1,0 +1,66 @@
+"""The operator-level counter on small hand-checkable models and on the plain-torch ResNet-50."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the counter needs the testbed extra (torch)")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from features.model_defs.recipe import Probe  # noqa: E402
+from features.op_counting import count_step_ops  # noqa: E402
+from features.workloads import workload_catalog  # noqa: E402
+
+
+def _mlp_probe() -> Probe:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(4, 8)
+    y = torch.randint(0, 4, (4,))
+
+    def make_batch(b: int):
+        return x[:b], y[:b]
+
+    return Probe(model, make_batch, lambda m, batch: F.cross_entropy(m(batch[0]), batch[1]))
+
+
+def test_mlp_matrix_flops_and_gradient_order():
+    step = count_step_ops(_mlp_probe(), 4)
+    # Forward: 2 x 4 x (8 x 16 + 16 x 4) = 1536 FLOPs. Backward: the weight gradients of both
+    # layers (1536) and the input gradient of the second layer only (2 x 4 x 16 x 4 = 512).
+    assert step.counts["forward"].matrix_flops == 1536
+    assert step.counts["backward"].matrix_flops == 1536 + 512
+    assert step.counts["forward"].matrix_kernels == 2
+    # Gradients arrive last layer first: its bias and weight (4, 64), then the first layer's (16, 128).
+    assert sorted(step.gradient_elements[:2]) == [4, 64]
+    assert sorted(step.gradient_elements[2:]) == [16, 128]
+    assert step.gradient_ready_fraction[-1] == 1.0
+    assert list(step.gradient_ready_fraction) == sorted(step.gradient_ready_fraction)
+    # Every operator that moves data is one kernel; views are none.
+    assert step.counts["forward"].kernels >= 5
+    assert step.counts["optimizer"].kernels > step.optimizer_foreach.kernels > 0
+
+
+def test_memory_bound_bytes_count_each_operand_once():
+    model = nn.ReLU()
+    x = torch.randn(10, 10, requires_grad=True)
+    probe = Probe(model, lambda b: x, lambda m, batch: m(batch).sum())
+    step = count_step_ops(probe, 1)
+    forward = step.counts["forward"]
+    # relu reads 400 B and writes 400 B; sum reads 400 B and writes one 4-byte scalar.
+    assert forward.memory_bound_bytes == 400 + 400 + 400 + 4
+    assert forward.matrix_flops == 0 and forward.kernels == 2
+
+
+def test_plain_resnet50_counts_the_catalogue_flops():
+    from features.model_defs.plain import PLAIN_BUILDERS
+
+    build, _ = PLAIN_BUILDERS["resnet50"]
+    with torch.device("meta"):
+        probe = build()
+    step = count_step_ops(probe, 2)
+    flops = (step.counts["forward"].matrix_flops + step.counts["backward"].matrix_flops) / 2
+    assert flops == pytest.approx(workload_catalog().get("resnet50").flops_per_sample, rel=1e-6)
+    assert sum(step.gradient_elements) == workload_catalog().get("resnet50").dense_param_count

@@ -1,0 +1,314 @@
+"""The roofline physics: op-class rooflines, launches, NCCL ring/tree, bucketed overlap (hand-computed), and invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from features import physics
+from features.catalog_arrays import catalog_arrays
+from features.hardware import hardware_catalog
+from features.jobspec import flatten, job_from_dict
+from features.mechanisms import PhysicsConstants, gpu_mechanisms, physics_constants, software_specs
+from features.resolve import resolve
+from features.table import table_from_rows
+from features.workloads import workload_catalog
+
+UNIT = PhysicsConstants(
+    matrix_efficiency_tensor=0.5,
+    matrix_efficiency_fp32=0.8,
+    memory_efficiency=0.5,
+    half_efficiency_flops_per_sm=0.0,
+    launch_scale=2.0,
+    host_scale=1.0,
+)
+
+
+def _device(**overrides) -> physics.DeviceInputs:
+    values = dict(
+        matrix_flops=np.array([1e12]),
+        other_flops=np.array([1e9]),
+        matrix_bytes=np.array([1e9]),
+        memory_bound_bytes=np.array([4e9]),
+        kernels=np.array([1000.0]),
+        backward_kernels=np.array([600.0]),
+        matrix_kernels=np.array([100.0]),
+        peak_flops_per_s=np.array([100e12]),
+        fp32_peak_flops_per_s=np.array([10e12]),
+        memory_bw_bytes_per_s=np.array([1e12]),
+        uses_tensor_cores=np.array([True]),
+        sm_count=np.array([100.0]),
+        is_gpu=np.array([True]),
+        kernel_launch_latency_s=np.array([5e-6]),
+        host_overhead_s=np.array([1e-3]),
+    )
+    values.update({k: np.atleast_1d(np.asarray(v)) for k, v in overrides.items()})
+    return physics.DeviceInputs(**values)
+
+
+def test_op_class_roofline_hand_computed():
+    t = physics.device_times(_device(), UNIT)
+    # matrix: max(1e12 / (0.5 * 100e12), 1e9 / (0.5 * 1e12)) = max(0.02, 0.002)
+    assert t.matrix_s[0] == pytest.approx(0.02)
+    # memory-bound: max(1e9 / 10e12, 4e9 / (0.5 * 1e12)) = max(1e-4, 8e-3)
+    assert t.memory_bound_s[0] == pytest.approx(8e-3)
+    # launches: 1000 kernels x 5 us x scale 2 = 10 ms; host 1 ms
+    assert t.launch_s[0] == pytest.approx(0.01)
+    assert t.host_s[0] == pytest.approx(1e-3)
+    assert t.total_s[0] == pytest.approx(0.02 + 8e-3 + 0.01 + 1e-3)
+
+
+def test_fp32_uses_its_own_fraction_and_memory_roof_can_bind_matrix_ops():
+    t = physics.device_times(_device(uses_tensor_cores=False, peak_flops_per_s=10e12, matrix_bytes=5e10), UNIT)
+    # max(1e12 / (0.8 * 10e12), 5e10 / (0.5 * 1e12)) = max(0.125, 0.1)
+    assert t.matrix_s[0] == pytest.approx(0.125)
+    t = physics.device_times(_device(matrix_bytes=5e10), UNIT)
+    assert t.matrix_s[0] == pytest.approx(0.1)  # bytes bound: 5e10 / 5e11
+
+
+def test_operator_size_curve_halves_at_its_constant():
+    # 1e12 FLOPs over 100 matrix kernels over 100 SMs = 1e8 FLOPs per kernel per SM
+    k = dataclasses.replace(UNIT, half_efficiency_flops_per_sm=1e8)
+    t = physics.device_times(_device(), k)
+    assert t.matrix_s[0] == pytest.approx(0.04)  # half the attainable fraction: twice 0.02
+    unknown_sms = physics.device_times(_device(sm_count=np.nan), k)
+    assert unknown_sms.matrix_s[0] == pytest.approx(0.02)
+
+
+def test_small_batch_on_a_fast_gpu_is_launch_bound():
+    t = physics.device_times(_device(matrix_flops=1e9, matrix_bytes=1e6, memory_bound_bytes=1e6, other_flops=1e6), UNIT)
+    assert t.launch_s[0] > 10 * (t.matrix_s[0] + t.memory_bound_s[0])
+
+
+def test_cpu_host_rates_are_taken_as_attainable():
+    t = physics.device_times(_device(is_gpu=False), UNIT)
+    assert t.matrix_s[0] == pytest.approx(0.01)  # 1e12 / 100e12
+    assert t.launch_s[0] == pytest.approx(5e-3)  # no fitted launch scale
+
+
+def test_ring_and_tree_hand_computed():
+    # 1 MB among 4 ranks at 1 GB/s, 1 us per hop, full efficiency, no call cost.
+    ring = physics.ring_allreduce_s(1e6, 4, 1e9, 1e-6, 1.0, 0.0)
+    tree = physics.tree_allreduce_s(1e6, 4, 1e9, 1e-6, 1.0, 0.0)
+    assert ring == pytest.approx(2 * 3 / 4 * 1e6 / 1e9 + 6e-6)  # 1.506 ms
+    assert tree == pytest.approx(2 * 1e6 / 1e9 + 2 * 2 * 1e-6)  # 2.004 ms
+    assert physics.best_allreduce_s(1e6, 4, 1e9, 1e-6, 1.0, 1.0, 0.0) == pytest.approx(ring)
+    # 1 kB among 64 ranks: the ring's 126 hops lose to the tree's 12.
+    small_ring = physics.ring_allreduce_s(1e3, 64, 1e9, 1e-6, 1.0, 0.0)
+    small_tree = physics.tree_allreduce_s(1e3, 64, 1e9, 1e-6, 1.0, 0.0)
+    assert small_ring == pytest.approx(2 * 63 / 64 * 1e-6 + 126e-6)
+    assert small_tree == pytest.approx(2e-6 + 12e-6)
+    assert physics.best_allreduce_s(1e3, 64, 1e9, 1e-6, 1.0, 1.0, 0.0) == pytest.approx(small_tree)
+    # Efficiency divides the bandwidth; the call cost adds once; one rank costs nothing.
+    assert physics.ring_allreduce_s(1e6, 2, 1e9, 0.0, 0.5, 1e-5) == pytest.approx(1e6 / 0.5e9 + 1e-5)
+    assert physics.ring_allreduce_s(1e6, 1, 1e9, 1e-6, 1.0, 1e-5) == 0.0
+
+
+def test_bucketed_overlap_hand_computed():
+    # Three 1 s buckets ready at 1/3, 2/3 and all of a 3 s backward: each starts when the previous
+    # ends; the last ends at 4 s, 1 s past backward.
+    exposed = physics.exposed_tail_s(np.array([[1.0, 1.0, 1.0]]), np.array([1 / 3, 2 / 3, 1.0]), np.array([3.0]))
+    assert exposed[0] == pytest.approx(1.0)
+    # A 2 s bucket ready half way through a 2 s backward runs 1 -> 3 s; the 0.5 s last bucket waits, 3 -> 3.5 s.
+    exposed = physics.exposed_tail_s(np.array([[2.0, 0.5]]), np.array([0.5, 1.0]), np.array([2.0]))
+    assert exposed[0] == pytest.approx(1.5)
+    # Cheap buckets hide entirely except the last one, which can only start when backward ends.
+    exposed = physics.exposed_tail_s(np.array([[0.1, 0.1]]), np.array([0.5, 1.0]), np.array([2.0]))
+    assert exposed[0] == pytest.approx(0.1)
+    uniform = physics.uniform_exposed_s(np.array([1.0]), np.array([3.0]), np.array([3.0]))
+    assert uniform[0] == pytest.approx(1.0)
+
+
+def test_bucket_layout_closes_buckets_at_the_cap():
+    shares, ready = physics.bucket_layout([10, 10, 10, 10], [0.1, 0.4, 0.6, 1.0], 4, cap_bytes=80)
+    np.testing.assert_allclose(shares, [0.5, 0.5])
+    np.testing.assert_allclose(ready, [0.4, 1.0])
+    shares, ready = physics.bucket_layout([10, 10, 10], [0.2, 0.5, 1.0], 4, cap_bytes=1e9)
+    np.testing.assert_allclose(shares, [1.0])
+    np.testing.assert_allclose(ready, [1.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    t=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=8),
+    backward=st.floats(0.01, 10.0),
+    more=st.floats(0.0, 2.0),
+)
+def test_exposed_tail_is_bounded_and_monotone(t, backward, more):
+    bucket_s = np.array([t])
+    ready = np.linspace(1.0 / len(t), 1.0, len(t))
+    exposed = physics.exposed_tail_s(bucket_s, ready, np.array([backward]))[0]
+    assert bucket_s[0, -1] - 1e-12 <= exposed <= bucket_s.sum() + 1e-12
+    slower = physics.exposed_tail_s(bucket_s + more, ready, np.array([backward]))[0]
+    assert slower >= exposed - 1e-12
+
+
+def _job(**cluster) -> dict:
+    return {
+        "workload": {"model": "bert-large-squad", "precision": "fp16", "batch_size_per_gpu": 8},
+        "parallelism": {"architecture": "allreduce-cluster", "workers": 4, "gpus_per_worker": 8},
+        "cluster": {"gpu": "A100-SXM4-80GB", "network": "infiniband-hdr", **cluster},
+    }
+
+
+def _resolved(jobs: list[dict]):
+    return resolve(table_from_rows([flatten(job_from_dict(j)) for j in jobs]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    memory=st.floats(1.0, 4.0),
+    peak=st.floats(1.0, 4.0),
+    network=st.floats(1.0, 8.0),
+    intra=st.floats(1.0, 4.0),
+    batch=st.sampled_from([1, 8, 64]),
+    nics=st.integers(1, 8),
+)
+def test_more_bandwidth_or_peak_is_never_slower(memory, peak, network, intra, batch, nics):
+    job = _job(nics_per_node=nics)
+    job["workload"]["batch_size_per_gpu"] = batch
+    base = _resolved([job])
+    faster = dataclasses.replace(
+        base,
+        memory_bw_bytes_per_s=base.memory_bw_bytes_per_s * memory,
+        peak_flops_per_s=base.peak_flops_per_s * peak,
+        fp32_peak_flops_per_s=base.fp32_peak_flops_per_s * peak,
+        network_bw_bytes_per_s=base.network_bw_bytes_per_s * network,
+        intra_node_bw_bytes_per_s=base.intra_node_bw_bytes_per_s * intra,
+    )
+    slow = base.breakdown().step_time_s("roofline")[0]
+    fast = faster.breakdown().step_time_s("roofline")[0]
+    assert np.isfinite(slow) and fast <= slow * (1 + 1e-12)
+
+
+def test_more_nics_never_slower_and_roofline_is_finite_for_every_architecture():
+    jobs = [_job(nics_per_node=n) for n in (1, 2, 4, 8)]
+    times = _resolved(jobs).breakdown().step_time_s("roofline")
+    assert np.all(np.diff(times) <= 1e-15)
+    for arch, extra in (("single", {}), ("allreduce-local", {"gpus_per_worker": 8}), ("ps-worker", {"workers": 4, "parameter_servers": 2})):
+        job = _job()
+        job["parallelism"] = {"architecture": arch, **extra}
+        t = _resolved([job]).breakdown().step_time_s("roofline")
+        assert np.isfinite(t).all() and (t > 0).all()
+
+
+def test_counted_layout_hides_more_than_one_bucket_at_the_end():
+    """A counted model's early buckets hide behind backward; a single-bucket step would expose everything."""
+    resolved = _resolved([_job(network="ethernet-25g")])
+    p = resolved.breakdown().physics
+    assert 0.0 < p.exposed_comm_s[0] < p.comm_s[0]
+
+
+def test_custom_model_op_class_fields_and_default_split():
+    base = {
+        "workload": {"flops_per_sample": 1e10, "memory_bytes_per_sample": 1e8, "param_count": 1e7, "input_bytes_per_sample": 1e5,
+                     "batch_size_per_gpu": 32},
+        "cluster": {"gpu": "H100-SXM5-80GB"},
+    }
+    given_split = json.loads(json.dumps(base))
+    given_split["workload"].update(matrix_flops_per_sample=5e9, memory_bound_bytes_per_sample=9e7, kernels_per_step=100)
+    r = _resolved([base, given_split])
+    from features import workloads
+
+    assert r.matrix_flops_per_sample[0] == 1e10
+    assert r.memory_bound_bytes_per_sample[0] == pytest.approx(1e8 * workloads.DEFAULT_MEMORY_BOUND_BYTE_SHARE)
+    assert r.kernels_per_step[0] == (
+        workloads.DEFAULT_KERNELS_FORWARD + workloads.DEFAULT_KERNELS_BACKWARD + workloads.DEFAULT_KERNELS_OPTIMIZER_FOREACH
+    )
+    assert r.matrix_flops_per_sample[1] == 5e9
+    assert r.memory_bound_bytes_per_sample[1] == 9e7
+    assert r.kernels_per_step[1] == 100
+
+
+def test_catalogue_mechanisms_agree_with_the_fp32_peak():
+    """SMs x FP32 lanes x 2 FLOPs x boost clock gives the datasheet FP32 peak (within 5%)."""
+    hardware = hardware_catalog()
+    mechanisms = gpu_mechanisms()
+    assert len(mechanisms) >= 40
+    for name, m in mechanisms.items():
+        device = hardware.device(name)
+        derived = m.sm_count * m.fp32_lanes_per_sm * 2 * m.boost_clock_hz
+        assert derived == pytest.approx(device.peak_fp32_flops_per_s, rel=0.05), name
+        assert 0 <= m.tensor_core_generation <= 5 and m.l2_bytes > 0
+
+
+def test_software_catalogue_covers_every_framework_and_stack():
+    from features.fields import FRAMEWORKS, SOFTWARE_STACKS
+
+    specs = software_specs()
+    for framework in FRAMEWORKS:
+        for stack in SOFTWARE_STACKS:
+            spec = specs[(framework, stack)]
+            assert 0 < spec.kernel_launch_latency_s < 1e-4 and 0 < spec.host_overhead_s < 0.1
+        assert specs[(framework, "tuned")].kernel_launch_latency_s <= specs[(framework, "stock")].kernel_launch_latency_s
+
+
+def test_workload_op_classes_are_counted_or_estimated_and_consistent():
+    counted = 0
+    for w in workload_catalog().workloads:
+        o = w.op_classes
+        assert o is not None and o["provenance"] in ("counted", "estimated") and o["command"]
+        if o["provenance"] == "counted":
+            counted += 1
+            # FlopCounterMode's total is the matrix operators' FLOPs; the byte classes sum to the counted traffic.
+            assert o["matrix_flops_per_sample"] == pytest.approx(w.flops_per_sample, rel=0.02), w.name
+            assert o["matrix_bytes_per_sample_fp32"] + o["memory_bound_bytes_per_sample_fp32"] == pytest.approx(
+                w.memory_bytes_per_sample_fp32, rel=0.02
+            ), w.name
+            ready = o["gradient_ready_fraction"]
+            assert len(ready) == len(o["gradient_elements_backward_order"]) and ready[-1] == 1.0
+            assert sum(o["gradient_elements_backward_order"]) >= w.dense_param_count
+    assert counted >= 20
+
+
+def test_shipped_constants_are_physical():
+    k = physics_constants()
+    for name in ("matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency"):
+        assert 0.0 < getattr(k, name) <= 1.0
+    assert k.launch_scale > 0 and k.host_scale > 0
+    assert catalog_arrays().workload_kernels.min() > 0
+
+
+def test_cli_time_with_roofline_physics(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    job = "examples/jobs/bert-large-allreduce-cluster.json"
+    result = CliRunner().invoke(app, ["time", "--job", job, "--overlap", "roofline", "--model", "none", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    p = out["breakdown"]["physics"]
+    assert out["step_time_s"] == pytest.approx(p["roofline_s"])
+    device = p["matrix_s"] + p["memory_bound_s"] + p["launch_s"] + p["host_s"]
+    assert p["roofline_s"] == pytest.approx(max(out["breakdown"]["io_s"], device + p["exposed_comm_s"]))
+    assert 0.0 <= p["exposed_comm_s"] <= p["allreduce_or_ps_s"]
+    bad = CliRunner().invoke(app, ["time", "--job", job, "--overlap", "rooflin", "--model", "none"])
+    assert bad.exit_code == 2 and "roofline" in bad.output and "Traceback" not in bad.output
+
+
+def test_held_out_group_takes_no_part_in_the_fit():
+    """A held-out GPU type measured 3x slower than the physics keeps its full error: the fit never saw it."""
+    from training.physics_fit import INITIAL, PhysicsProblem, held_out_ape
+
+    jobs = []
+    for gpu in ("H100-SXM5-80GB", "A100-SXM4-80GB"):
+        for batch in (8, 32, 128):
+            job = _job()
+            job["cluster"]["gpu"] = gpu
+            job["workload"]["batch_size_per_gpu"] = batch
+            jobs.append(job)
+    resolved = _resolved(jobs)
+    problem = PhysicsProblem(resolved, np.ones(len(jobs)))
+    exact = problem.step_time_s(INITIAL)
+    groups = np.array(["H100"] * 3 + ["A100"] * 3, object)
+    problem.measured_s = np.where(groups == "A100", 3.0 * exact, exact)
+    everything = np.ones(len(jobs), bool)
+    ape = held_out_ape(problem, everything, groups, groups == "A100")
+    np.testing.assert_allclose(ape[groups == "A100"], 2.0 / 3.0, rtol=1e-3)
+    assert np.isnan(ape[groups == "H100"]).all()
