@@ -125,3 +125,144 @@ def test_report_writes_strict_json_and_a_generated_no_harm_table(tmp_path):
     assert "Groups that break it (1):" in section
     assert "| synthetic, leave one group out | B | 10 | 10.0% | 5.0% |" in section
     assert "| C |" not in section
+
+
+# --- What reaches fitting and calibration -----------------------------------------------------
+
+FAST_PARAMS = {"max_depth": 3, "eta": 0.3}
+FAST_ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def testbed_dataset(testbed_runs):
+    from training.dataset import build_dataset
+
+    return build_dataset(testbed_runs.assign(row_id=np.arange(len(testbed_runs))))
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Record the runs (by row_id) that reach the residual fit (with its calibration) and the pure-ML fit."""
+    import training.evaluate as evaluate
+
+    seen = {"residual": [], "pure_ml": [], "calibration_rows": []}
+    real_fit, real_pure_ml = evaluate.fit_calibrated, evaluate._pure_ml
+
+    def fit_calibrated(sub, *args, **kwargs):
+        seen["residual"].append(set(sub.runs["row_id"]))
+        fitted = real_fit(sub, *args, **kwargs)
+        seen["calibration_rows"].append(fitted[0].calibration_.counts["all"])
+        return fitted
+
+    def pure_ml(train, test, *args, **kwargs):
+        seen["pure_ml"].append(set(train.runs["row_id"]))
+        return real_pure_ml(train, test, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
+    monkeypatch.setattr(evaluate, "_pure_ml", pure_ml)
+    return seen
+
+
+def test_held_out_group_and_its_partner_never_reach_fitting_or_calibration(testbed_dataset, spied):
+    """Leave one tier out; the one-host AllReduce runs are tied to 'emulated-1g' and must leave with it."""
+    from training.evaluate import held_out
+
+    ds = testbed_dataset
+    network = ds.runs["network"].astype(object).where(ds.runs["network"].notna(), None).to_numpy(object)
+    architecture = ds.runs["architecture"].astype(str).to_numpy(object)
+    partner = np.where(architecture == "allreduce-local", "emulated-1g", None)
+    row_id = ds.runs["row_id"].to_numpy()
+    result = held_out(ds, "tier", network, network != None, FAST_PARAMS, FAST_ROUNDS, exclude=partner)  # noqa: E711
+
+    tiers = list(pd.unique(network[network != None]))  # noqa: E711
+    assert len(spied["residual"]) == len(spied["pure_ml"]) == len(tiers) == 4
+    for tier, fitted, pure, calibrated in zip(tiers, spied["residual"], spied["pure_ml"], spied["calibration_rows"]):
+        held = set(row_id[network == tier])
+        tied = set(row_id[partner == tier])
+        expected = set(row_id) - held - tied
+        assert fitted == expected and pure == expected, tier
+        assert not fitted & held and not fitted & tied
+        # The conformal table saw exactly the training runs' out-of-fold residuals.
+        assert calibrated == len(expected)
+        assert (result.group[network == tier] == tier).all()
+    # Partners leave training but are scored by no one; one-host single runs stay in every fit.
+    assert (result.group[network == None] == None).all()  # noqa: E711
+    single = set(row_id[architecture == "single"])
+    assert all(single <= fitted for fitted in spied["residual"])
+    scored = result.scored
+    assert np.isfinite(result.log_residual_model_s[scored]).all() and np.isfinite(result.log_pure_ml_s[scored]).all()
+    assert np.isnan(result.log_residual_model_s[~scored]).all()
+
+
+def test_pairs_are_held_out_together(testbed_dataset, spied):
+    """Configurations in folds: both runs of every tier pair sit in one held-out fold, never in its fit."""
+    from training.evaluate import held_out
+    from training.pairs import make_pairs
+    from training.report import _folds_of, _testbed_config
+
+    ds = testbed_dataset
+    config = _folds_of(_testbed_config(ds.runs, drop=("network",)))
+    result = held_out(ds, "config", config, np.full(len(ds), True), FAST_PARAMS, FAST_ROUNDS, pair_kinds=("network",))
+    every_pair = make_pairs(ds.runs, ds.resolved.total_gpus)
+    every_pair = every_pair[every_pair["kind"] == "network"]
+    row_id = ds.runs["row_id"].to_numpy()
+    assert len(every_pair) > 0
+    # No pair straddles two folds ...
+    assert (config[every_pair["a"]] == config[every_pair["b"]]).all()
+    # ... so each fold scores exactly its own pairs, and none of their runs reached that fold's fit.
+    frames = {frame["group"].iloc[0]: frame for frame in result.pair_frames if len(frame)}
+    for fold, fitted in zip(pd.unique(config), spied["residual"]):
+        own = every_pair[config[every_pair["a"]] == fold]
+        assert len(frames.get(fold, [])) == len(own), fold
+        assert not fitted & set(row_id[own["a"]]) and not fitted & set(row_id[own["b"]])
+    assert sum(len(f) for f in frames.values()) == len(every_pair)
+
+
+def test_few_shot_prior_leaves_out_the_gpu_type_it_scores():
+    """A type whose held-out residuals are all r: the refit offset is k r / (k + kappa), kappa from the other types only."""
+    from training.refit import random_effects_kappa
+    from training.report import FEW_SHOT_K, few_shot_refit
+
+    r = 0.3
+    wobble = np.tile([-0.05, 0.0, 0.05, 0.1, -0.1], 4)  # 20 runs per type
+    residual = np.concatenate([np.full(20, r), 0.1 + wobble, -0.2 + 2 * wobble])
+    groups = np.repeat(np.array(["A", "B", "C"], object), 20)
+    scores = Scores(residual, np.zeros(60))
+    result = HeldOut("gpu", groups.copy(), np.zeros(60), np.zeros(60), np.ones(60), np.ones(60))
+    frame = few_shot_refit(scores, result, groups)
+    kappa = random_effects_kappa(residual[20:], groups[20:])
+    assert kappa != pytest.approx(random_effects_kappa(residual, groups))  # the test can tell the two apart
+    for k in FEW_SHOT_K:
+        row = frame[(frame["group"] == "A") & (frame["k"] == k)].iloc[0]
+        assert row["mape_no_refit"] == pytest.approx(abs(np.exp(-r) - 1))
+        assert row["mape_refit"] == pytest.approx(abs(np.exp(-(r - k * r / (k + kappa))) - 1))
+
+
+# --- Interval coverage, two-sided --------------------------------------------------------------
+
+
+def test_mondrian_intervals_cover_nominal_in_each_bin_neither_more_nor_less():
+    """Two bins with residual spreads 0.05 and 0.4 (log scale), calibrated on 3,000 residuals each.
+
+    Fresh exchangeable draws (20,000 per bin) must be covered 90% +- 2.5 points in each bin: the
+    binomial sd of the test share is 0.2 points, the calibration draw's own sd 0.55 points, and
+    percentile interpolation of the stored table adds under 0.5 point. A pooled interval would
+    cover the narrow bin ~100% and the wide bin ~60%, and fail on both sides.
+    """
+    from predictor.calibration import POOLED
+    from training.calibration import fit_table
+
+    rng = np.random.default_rng(1)
+    scales = {"narrow": 0.05, "wide": 0.4}
+    residuals = np.concatenate([rng.standard_t(5, 3000) * s for s in scales.values()])
+    keys = [(name, POOLED) for name in scales for _ in range(3000)]
+    table = fit_table(residuals, keys)
+    for name, scale in scales.items():
+        truth = rng.standard_t(5, 20000) * scale
+        y_hat = np.zeros(len(truth))
+        low, high = table.interval(y_hat, table.bin_for([(name, POOLED)] * len(truth)), 0.9)
+        coverage = np.mean((truth >= low) & (truth <= high))
+        assert abs(coverage - 0.9) <= 0.025, (name, coverage)
+        pooled_low, pooled_high = table.interval(y_hat, np.full(len(truth), POOLED, object), 0.9)
+        pooled = np.mean((truth >= pooled_low) & (truth <= pooled_high))
+        assert abs(pooled - 0.9) > 0.025, (name, pooled)  # the check would catch an unbinned table

@@ -126,18 +126,26 @@ def _folds_of(config: np.ndarray, n_folds: int = 5) -> np.ndarray:
 
 
 def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed: int = 0) -> pd.DataFrame:
-    """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit."""
+    """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit.
+
+    The shrinkage prior (kappa) of each GPU type is estimated on the held-out
+    residuals of the other types only, as a user's cluster is never part of
+    the prior the shipped model carries.
+    """
     if result is None:
         return pd.DataFrame()
     rng = np.random.default_rng(seed)
     scored = result.scored
     residual = ds.log_measured_s - result.log_residual_model_s
-    kappa = random_effects_kappa(residual[scored], groups[scored])
     records = []
     for group in pd.unique(groups[scored]):
         rows = np.flatnonzero(scored & (groups == group))
         if len(rows) < max(FEW_SHOT_K) + 5:
             continue
+        others = scored & (groups != group)
+        if len(pd.unique(groups[others])) < 2:  # a prior needs the spread of at least two other types
+            continue
+        kappa = random_effects_kappa(residual[others], groups[others])
         for k in FEW_SHOT_K:
             before, after = [], []
             for _ in range(FEW_SHOT_REPEATS):
