@@ -128,6 +128,12 @@ class Predictor:
     def method(self) -> str:
         return "learned" if self.artefact is not None else "analytical"
 
+    @property
+    def baseline(self) -> str:
+        """The analytical total predictions start from: a learned model's own baseline (whatever
+        ``overlap`` says, since its residual corrects that one), else ``overlap``."""
+        return self.artefact.baseline if self.artefact is not None else self.overlap
+
     # -- whole tables -------------------------------------------------------
 
     def predict_table(self, table: JobTable) -> TablePrediction:
@@ -259,7 +265,7 @@ class Predictor:
             global_batch_size=global_batch,
             breakdown=breakdown,
             method=result.method,
-            overlap=self.overlap,
+            overlap=self.baseline,
             lower_s=None if result.lower_s is None else float(result.lower_s[row]),
             upper_s=None if result.upper_s is None else float(result.upper_s[row]),
             confidence_level=None if result.lower_s is None else self.confidence_level,

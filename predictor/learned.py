@@ -6,7 +6,8 @@ baseline times its exponential. Intervals come from the artefact's
 calibration tables; a speedup's interval calibrates the log ratio directly.
 Jobs outside the training data (an unseen GPU, sizes beyond the range seen)
 get a note, and their intervals come from the pooled bin of out-of-group
-residuals.
+residuals; outside the seen framework, model family or combinations
+(:mod:`predictor.domain`) the correction also fades toward the physics.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from features.resolve import ResolvedJobs
 from predictor.artefact import Artefact
 from features.table import factorize
 from predictor.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
+from predictor.domain import SHRINK_PER_UNSEEN, unseen_facts
 
 #: Features whose training range bounds the model's domain, with their user-facing names.
 RANGE_FEATURES = {
@@ -67,13 +69,28 @@ def predict_times_together(
 
 
 def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, frame, residual: np.ndarray, confidence_level: float) -> LearnedTimes:
-    log_step = np.log(breakdown.step_time_s(artefact.baseline)) + residual
+    log_physics = np.log(breakdown.step_time_s(artefact.baseline))
     columns = resolved.table.columns
     extrapolation = domain_notes(artefact, resolved, frame)
+    # Outside the seen combinations the correction fades toward the physics (predictor.domain).
+    unseen, combination_notes = unseen_facts(artefact.metadata["domain"], resolved)
+    log_step = log_physics + residual * SHRINK_PER_UNSEEN**unseen
+    extrapolation = _merge_notes(extrapolation, combination_notes)
     bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"], columns["software_stack"])
     bins[extrapolation != None] = POOLED  # noqa: E711
     low, high = artefact.step_calibration.interval(log_step, bins, confidence_level)
+    faded = unseen > 0
+    if faded.any():  # the interval holds the unfaded prediction's too
+        low_full, high_full = artefact.step_calibration.interval(log_physics[faded] + residual[faded], bins[faded], confidence_level)
+        low[faded], high[faded] = np.minimum(low[faded], low_full), np.maximum(high[faded], high_full)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
+
+
+def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
+    both = (notes != None) & (more != None)  # noqa: E711
+    out = np.where(notes == None, more, notes)  # noqa: E711
+    out[both] = notes[both] + "; " + more[both]
+    return out
 
 
 def domain_notes(artefact: Artefact, resolved: ResolvedJobs, frame) -> np.ndarray:

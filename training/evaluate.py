@@ -153,7 +153,7 @@ def step_summary(ds: Dataset, result: HeldOut, by: np.ndarray) -> pd.DataFrame:
 
 
 def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage."""
+    """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage and width."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame()
@@ -161,7 +161,11 @@ def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
     records = []
     for kind, part in pairs.groupby("kind"):
         measured = part["measured_speedup"].to_numpy()
-        covered = (measured >= part["lower"]) & (measured <= part["upper"])
+        lower, upper = part["lower"].to_numpy(float), part["upper"].to_numpy(float)
+        # Pairs without a calibrated interval (no speedup table) count for neither coverage nor width.
+        has_interval = np.isfinite(lower) & np.isfinite(upper)
+        covered = (measured >= lower) & (measured <= upper)
+        width = (upper - lower) / part["predicted_speedup"].to_numpy(float)
         records.append(
             {
                 "kind": kind,
@@ -170,7 +174,8 @@ def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
                 "residual_mape": float(np.mean(np.abs(part["predicted_speedup"] / measured - 1))),
                 "residual_median_ape": float(np.median(np.abs(part["predicted_speedup"] / measured - 1))),
                 "direction_right": float(np.mean(np.sign(np.log(part["predicted_speedup"])) == np.sign(np.log(measured)))),
-                "coverage": float(covered.mean()),
+                "coverage": float(covered[has_interval].mean()) if has_interval.any() else float("nan"),
+                "mean_relative_width": float(width[has_interval].mean()) if has_interval.any() else float("nan"),
             }
         )
     return pd.DataFrame(records)

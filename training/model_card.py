@@ -51,13 +51,18 @@ See `predict evaluate` for held-out evaluations by GPU type, tier, architecture 
 ## Where it is valid
 GPU types seen: {', '.join(domain['gpus'])}.
 Architectures seen: {', '.join(domain['architectures'])}. Models seen: {', '.join(domain['models'])}.
+Frameworks seen: {', '.join(domain.get('frameworks', []))}. Model families seen: {', '.join(domain.get('model_families', []))}.
+Architecture x device seen: {', '.join(domain.get('combinations', {}).get('architecture x device', []))}.
+Architecture x network seen: {', '.join(domain.get('combinations', {}).get('architecture x network', []))}.
 Feature ranges seen:
 {ranges}
 
 ## Where it is not
 - Jobs outside these ranges, or on a GPU type it has not seen, are flagged in the output
   (`extrapolation`); their intervals use the pooled out-of-group residuals and should be read
-  as rough.
+  as rough. Outside the frameworks, model families and combinations above, each unseen fact
+  also halves the learned correction (the prediction fades toward the physics) and the interval
+  widens to hold the unfaded one (`predictor/domain.py`).
 - Public GPU runs are single-node PyTorch (Lambda) or heavily tuned multi-node submissions
   (MLPerf): PS/Worker and Ethernet-tier effects are learned from the CPU testbed only, at
   scaled-down bandwidths (emulated links), not from GPU clusters.

@@ -1,7 +1,19 @@
-"""The evaluation report: every held-out scheme, as markdown tables and PNG plots."""
+"""The evaluation report: every held-out scheme, as markdown tables, PNG plots and ``summary.json``.
+
+``summary.json`` holds the same figures as the tables, in percent, for tools:
+``{"protocols": {NAME: {"all": STATS, "groups": {GROUP: STATS}}}, "speedups":
+{KIND: STATS}, "no_harm_violations": [...]}``, where STATS has ``n``,
+``physics_mape``, ``pure_ml_mape``, ``residual_mape``, ``coverage`` and
+``mean_relative_width`` (``null`` where a figure is not defined). The no-harm
+rule: in every group of every protocol with at least :data:`NO_HARM_MIN_RUNS`
+runs, the residual's MAPE is at most the physics-alone MAPE plus
+:data:`NO_HARM_MARGIN_POINTS`; the report lists every group that breaks it.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +28,27 @@ from training.refit import random_effects_kappa, shrunken_offset
 
 FEW_SHOT_K = (1, 3, 10)
 FEW_SHOT_REPEATS = 20
+
+#: A held-out group is judged by the no-harm rule from this many runs.
+NO_HARM_MIN_RUNS = 10
+#: Percentage points of MAPE the residual may add to the physics alone in a group.
+NO_HARM_MARGIN_POINTS = 2.0
+
+#: STATS fields of summary.json and the columns of the step and pair tables they come from.
+STEP_STATS = {
+    "physics_mape": "analytical_mape",
+    "pure_ml_mape": "pure_ml_mape",
+    "residual_mape": "residual_mape",
+    "coverage": "coverage",
+    "mean_relative_width": "mean_relative_width",
+}
+PAIR_STATS = {
+    "physics_mape": "analytical_mape",
+    "pure_ml_mape": None,  # pure ML predicts step times, not pairs: no speedup figure of its own
+    "residual_mape": "residual_mape",
+    "coverage": "coverage",
+    "mean_relative_width": "mean_relative_width",
+}
 
 
 @dataclass
@@ -93,18 +126,26 @@ def _folds_of(config: np.ndarray, n_folds: int = 5) -> np.ndarray:
 
 
 def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed: int = 0) -> pd.DataFrame:
-    """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit."""
+    """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit.
+
+    The shrinkage prior (kappa) of each GPU type is estimated on the held-out
+    residuals of the other types only, as a user's cluster is never part of
+    the prior the shipped model carries.
+    """
     if result is None:
         return pd.DataFrame()
     rng = np.random.default_rng(seed)
     scored = result.scored
     residual = ds.log_measured_s - result.log_residual_model_s
-    kappa = random_effects_kappa(residual[scored], groups[scored])
     records = []
     for group in pd.unique(groups[scored]):
         rows = np.flatnonzero(scored & (groups == group))
         if len(rows) < max(FEW_SHOT_K) + 5:
             continue
+        others = scored & (groups != group)
+        if len(pd.unique(groups[others])) < 2:  # a prior needs the spread of at least two other types
+            continue
+        kappa = random_effects_kappa(residual[others], groups[others])
         for k in FEW_SHOT_K:
             before, after = [], []
             for _ in range(FEW_SHOT_REPEATS):
@@ -119,6 +160,74 @@ def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed
         overall = frame.groupby("k")[["mape_no_refit", "mape_refit"]].mean().reset_index().assign(group="all (mean over GPU types)")
         frame = pd.concat([frame, overall], ignore_index=True)
     return frame
+
+
+def _percent(value) -> float | None:
+    """A fraction as a percent number, ``None`` where it is missing or not finite."""
+    if value is None:
+        return None
+    value = float(value)
+    return 100.0 * value if math.isfinite(value) else None
+
+
+def _stats(record: dict, n_column: str, columns: dict[str, str | None]) -> dict:
+    out = {"n": int(record[n_column])}
+    for name, column in columns.items():
+        out[name] = _percent(record.get(column)) if column is not None else None
+    return out
+
+
+def evaluation_summary(ev: Evaluation) -> dict:
+    """The figures of the report as plain JSON values (percentages; ``None`` where undefined)."""
+    protocols = {}
+    for name, frame in ev.steps.items():
+        entry: dict = {"all": None, "groups": {}}
+        for record in frame.to_dict("records"):
+            stats = _stats(record, "n", STEP_STATS)
+            if record["group"] == "all":
+                entry["all"] = stats
+            else:
+                entry["groups"][str(record["group"])] = stats
+        protocols[name] = entry
+    speedups = {}
+    if ev.pairs is not None and len(ev.pairs):
+        speedups = {str(r["kind"]): _stats(r, "pairs", PAIR_STATS) for r in ev.pairs.to_dict("records")}
+    return {"protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols)}
+
+
+def no_harm_violations(protocols: dict) -> list[dict]:
+    """Every group (n >= NO_HARM_MIN_RUNS) whose residual MAPE exceeds physics MAPE + NO_HARM_MARGIN_POINTS."""
+    found = []
+    for protocol, entry in protocols.items():
+        for group, stats in entry["groups"].items():
+            residual, physics = stats["residual_mape"], stats["physics_mape"]
+            if stats["n"] < NO_HARM_MIN_RUNS or residual is None or physics is None:
+                continue
+            if residual > physics + NO_HARM_MARGIN_POINTS:
+                found.append({"protocol": protocol, "group": group, "n": stats["n"], "residual_mape": residual, "physics_mape": physics})
+    return found
+
+
+def no_harm_markdown(violations: list[dict]) -> str:
+    """The no-harm section of report.md, generated from :func:`no_harm_violations`."""
+    head = (
+        "## No-harm rule\n\n"
+        f"In every held-out group with at least {NO_HARM_MIN_RUNS} runs, the residual's MAPE should be at most "
+        f"the physics-alone MAPE + {NO_HARM_MARGIN_POINTS:g} points. "
+    )
+    if not violations:
+        return head + "No group breaks it.\n"
+    frame = pd.DataFrame(violations)
+    frame["residual_mape"] = frame["residual_mape"].map(lambda v: f"{v:.1f}%")
+    frame["physics_mape"] = frame["physics_mape"].map(lambda v: f"{v:.1f}%")
+    return head + f"Groups that break it ({len(violations)}):\n\n" + markdown_table(frame)
+
+
+def write_summary(ev: Evaluation, out_dir: Path) -> Path:
+    """``summary.json`` in ``out_dir`` (strict JSON: no NaN or infinity)."""
+    path = Path(out_dir) / "summary.json"
+    path.write_text(json.dumps(evaluation_summary(ev), indent=2, allow_nan=False) + "\n")
+    return path
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -136,7 +245,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, rounds: int) -> Path:
-    """report.md and PNGs in ``out_dir``."""
+    """report.md, PNGs and summary.json in ``out_dir``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,6 +291,8 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
         "k runs of the held-out GPU type refit a shrunken log offset (see `training/refit.py`); MAPE on "
         f"that type's other runs, mean over {FEW_SHOT_REPEATS} draws and over GPU types.\n"
     )
+    sections.append(no_harm_markdown(evaluation_summary(ev)["no_harm_violations"]))
     path = out_dir / "report.md"
     path.write_text("\n".join(sections))
+    write_summary(ev, out_dir)
     return path

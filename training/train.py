@@ -26,6 +26,7 @@ import pandas as pd
 
 from predictor.artefact import save_artefact
 from predictor.calibration import pair_bin_keys, run_bin_keys
+from predictor.domain import seen_domain
 from training.cv import ape, group_folds, out_of_fold, sample_weights
 from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor
@@ -95,8 +96,10 @@ def fit_calibrated(
 
 
 def training_domain(ds: Dataset) -> dict[str, Any]:
-    """What the model has seen: GPU types, architectures, models and feature ranges."""
+    """What the model has seen: GPU types, architectures, models, feature ranges, and the
+    frameworks, model families and combinations of :func:`predictor.domain.seen_domain`."""
     return {
+        **seen_domain(ds.resolved),
         "gpus": sorted(set(text_keys(ds.runs["gpu"]))),
         "architectures": sorted(set(text_keys(ds.runs["architecture"]))),
         "models": sorted(set(text_keys(ds.runs["model"]))),

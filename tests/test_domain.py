@@ -1,0 +1,93 @@
+"""The training domain by combination: recorded at training, checked, faded toward the physics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from predictor.api import Predictor
+from predictor.domain import SHRINK_PER_UNSEEN
+
+
+@pytest.fixture(scope="module")
+def model_dirs(trained, tmp_path_factory):
+    """The small testbed model, and a copy whose metadata predates the combination facts."""
+    result, _ = trained
+    old = tmp_path_factory.mktemp("old") / "model"
+    shutil.copytree(result.path, old)
+    metadata = json.loads((old / "metadata.json").read_text())
+    for key in ("frameworks", "model_families", "combinations"):
+        del metadata["domain"][key]
+    (old / "metadata.json").write_text(json.dumps(metadata))
+    return result.path, old
+
+
+def test_training_records_the_combinations_it_saw(trained):
+    domain = trained[0].metadata["domain"]
+    # Every testbed run is a CPU process under PyTorch on the testbed's own models.
+    assert domain["frameworks"] == ["pytorch"]
+    assert domain["model_families"] == ["testbed"]
+    assert domain["combinations"]["architecture x device"] == [
+        "allreduce-cluster x cpu-host", "allreduce-local x cpu-host", "ps-worker x cpu-host", "single x cpu-host",
+    ]
+    by_network = domain["combinations"]["architecture x network"]
+    assert "ps-worker x emulated-1g" in by_network and "single x none" in by_network
+    assert not any(c.startswith("single x emulated") for c in by_network)  # one host crosses no network
+
+
+def test_a_ps_worker_job_on_v100s_fades_toward_the_physics_and_says_why(model_dirs, ps_job):
+    new, old = model_dirs
+    faded = Predictor(model=new).time(ps_job)
+    unfaded = Predictor(model=old).time(ps_job)
+    baseline = json.loads((new / "metadata.json").read_text())["baseline"]
+    physics = Predictor(model=None, overlap=baseline).time(ps_job).step_time_s
+    text = " ".join(faded.warnings)
+    for fact in ("framework tensorflow", "model family vision", "architecture x device ps-worker x V100",
+                 "architecture x network ps-worker x ethernet-25g"):
+        assert f"{fact} is not in the training data" in text, fact
+    assert "shrunk to 6% toward the physics" in text  # four unseen facts: 0.5 ** 4
+    assert not any("x V100" in w for w in unfaded.warnings)  # an older artefact skips the check
+    # log t = log physics + 0.5**4 x (the correction the old artefact applies in full)
+    share = SHRINK_PER_UNSEEN**4
+    expected = physics * (unfaded.step_time_s / physics) ** share
+    assert faded.step_time_s == pytest.approx(expected, rel=1e-6)
+    # The interval holds both the faded and the unfaded prediction, and both intervals.
+    assert faded.lower_s <= min(faded.step_time_s, unfaded.lower_s) + 1e-12
+    assert faded.upper_s >= max(faded.step_time_s, unfaded.upper_s) - 1e-12
+    assert faded.upper_s / faded.lower_s >= unfaded.upper_s / unfaded.lower_s - 1e-12
+
+
+def test_jobs_inside_every_seen_combination_keep_their_full_correction(model_dirs, testbed_runs):
+    from features.table import validate_columns
+    from training.dataset import table_columns
+
+    new, old = model_dirs
+    table = validate_columns(table_columns(testbed_runs), len(testbed_runs))
+    inside = Predictor(model=new).predict_table(table)
+    before = Predictor(model=old).predict_table(table)
+    assert np.array_equal(inside.step_time_s, before.step_time_s)
+    assert np.array_equal(inside.lower_s, before.lower_s) and np.array_equal(inside.upper_s, before.upper_s)
+    notes = [n for n in inside.extrapolation if n is not None]
+    assert not any("not in the training data" in n and " x " in n for n in notes)
+
+
+def test_learned_output_is_labelled_with_the_baseline_it_starts_from(model_dirs, ps_job, tmp_path):
+    """The residual corrects the artefact's baseline, so that is the label, whatever --overlap says."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    new, _ = model_dirs
+    baseline = json.loads((new / "metadata.json").read_text())["baseline"]
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(ps_job))
+    for overlap in ("none", "overlapped"):
+        result = CliRunner().invoke(app, ["time", "--job", str(job), "--model", str(new), "--overlap", overlap, "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["overlap"] == baseline
+    analytical = CliRunner().invoke(app, ["time", "--job", str(job), "--model", "none", "--overlap", "none", "--json"])
+    assert analytical.exit_code == 0, analytical.output
+    assert json.loads(analytical.stdout)["overlap"] == "none"  # the analytical model alone keeps the chosen form

@@ -1,0 +1,268 @@
+"""The evaluation code itself: summary figures, the no-harm table, and what reaches each fit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from training.evaluate import HeldOut, pair_summary, step_summary
+from training.report import Evaluation, evaluation_summary, no_harm_violations, write_report
+
+
+@dataclass
+class Scores:
+    """The fields of a dataset that scoring reads: measured and analytical log step times."""
+
+    log_measured_s: np.ndarray
+    log_analytical_s: np.ndarray
+    baseline: str = "overlapped"
+
+    def __len__(self) -> int:
+        return len(self.log_measured_s)
+
+
+def synthetic_evaluation() -> tuple[Evaluation, Scores]:
+    """23 scored runs in three held-out groups plus one unscored run; every measured time is 1 s.
+
+    A (10 runs): physics 1.10 s (10%), pure ML 1.20 s (20%), residual 1.05 s (5%); intervals
+      0.21 s wide (20% of 1.05 s), 8 of them [0.95, 1.16] cover 1 s, 2 are [1.01, 1.22] and miss.
+    B (10 runs): physics 0.95 s (5%), pure ML 1.00 s (0%), residual 1.10 s (10%: breaks the rule,
+      10 > 5 + 2); intervals [0.9, 1.3] cover, width 0.4 / 1.1.
+    C (3 runs): physics 1.00 s, pure ML 1.00 s, residual 1.50 s (50%, but n < 10: not judged);
+      intervals [0.5, 2.0] cover, width 100%.
+    """
+    rows = (
+        [("A", 1.10, 1.20, 1.05, 0.95, 1.16)] * 8
+        + [("A", 1.10, 1.20, 1.05, 1.01, 1.22)] * 2
+        + [("B", 0.95, 1.00, 1.10, 0.90, 1.30)] * 10
+        + [("C", 1.00, 1.00, 1.50, 0.50, 2.00)] * 3
+        + [(None, 1.00, np.nan, np.nan, np.nan, np.nan)]
+    )
+    group, analytical, pure_ml, residual, lower, upper = (np.array(c, object if i == 0 else float) for i, c in enumerate(zip(*rows)))
+    scores = Scores(np.zeros(len(rows)), np.log(analytical))
+    result = HeldOut("synthetic", group, np.log(residual), np.log(pure_ml), lower, upper)
+    pairs = pd.DataFrame(
+        {
+            "group": "A",
+            "kind": ["gpus", "gpus", "network"],
+            "measured_speedup": [2.0, 2.0, 1.5],
+            "predicted_speedup": [1.8, 2.2, 1.5],
+            "analytical_speedup": [1.0, 3.0, 1.5],
+            "lower": [1.5, 2.1, np.nan],  # the network pair has no calibrated interval
+            "upper": [2.5, 2.8, np.nan],
+        }
+    )
+    steps = {"synthetic, leave one group out": step_summary(scores, result, group)}
+    return Evaluation(steps, pair_summary([pairs]), pd.DataFrame(), 1.0), scores
+
+
+def test_summary_figures_are_the_hand_computed_percentages():
+    ev, _ = synthetic_evaluation()
+    summary = evaluation_summary(ev)
+    protocol = summary["protocols"]["synthetic, leave one group out"]
+    a, b, c = (protocol["groups"][g] for g in "ABC")
+    assert a == pytest.approx({"n": 10, "physics_mape": 10.0, "pure_ml_mape": 20.0, "residual_mape": 5.0, "coverage": 80.0, "mean_relative_width": 20.0})
+    assert b == pytest.approx({"n": 10, "physics_mape": 5.0, "pure_ml_mape": 0.0, "residual_mape": 10.0, "coverage": 100.0, "mean_relative_width": 100 * 0.4 / 1.1})
+    assert c == pytest.approx({"n": 3, "physics_mape": 0.0, "pure_ml_mape": 0.0, "residual_mape": 50.0, "coverage": 100.0, "mean_relative_width": 100.0})
+    # The unscored run counts nowhere: 23 runs, weighted by group size.
+    assert protocol["all"] == pytest.approx(
+        {
+            "n": 23,
+            "physics_mape": 100 * (10 * 0.10 + 10 * 0.05) / 23,
+            "pure_ml_mape": 100 * (10 * 0.20) / 23,
+            "residual_mape": 100 * (10 * 0.05 + 10 * 0.10 + 3 * 0.50) / 23,
+            "coverage": 100 * 21 / 23,
+            "mean_relative_width": 100 * (10 * 0.2 + 10 * 0.4 / 1.1 + 3 * 1.0) / 23,
+        }
+    )
+    # Speedups: APE of 1.8 and 2.2 against 2.0 is 10%; of 1.0 and 3.0, 50%; one of two intervals covers.
+    assert summary["speedups"]["gpus"] == pytest.approx(
+        {"n": 2, "physics_mape": 50.0, "pure_ml_mape": None, "residual_mape": 10.0, "coverage": 50.0,
+         "mean_relative_width": 100 * (1.0 / 1.8 + 0.7 / 2.2) / 2}
+    )
+    # No interval at all: coverage and width are undefined, not 0 and not NaN.
+    assert summary["speedups"]["network"]["coverage"] is None
+    assert summary["speedups"]["network"]["mean_relative_width"] is None
+    assert summary["speedups"]["network"]["residual_mape"] == pytest.approx(0.0)
+
+
+def test_no_harm_lists_exactly_the_groups_that_break_it():
+    ev, _ = synthetic_evaluation()
+    violations = evaluation_summary(ev)["no_harm_violations"]
+    # B breaks it (10% > 5% + 2); C is worse still but has 3 runs; A gains.
+    assert len(violations) == 1
+    assert violations[0] == pytest.approx(
+        {"protocol": "synthetic, leave one group out", "group": "B", "n": 10, "residual_mape": 10.0, "physics_mape": 5.0}
+    )
+
+
+@pytest.mark.parametrize(
+    ("n", "residual_mape", "physics_mape", "broken"),
+    [(10, 7.0, 5.0, False), (10, 7.01, 5.0, True), (9, 50.0, 5.0, False), (30, None, 5.0, False), (30, 4.0, 20.0, False)],
+)
+def test_no_harm_boundary(n, residual_mape, physics_mape, broken):
+    """At most physics + 2 points is allowed; groups under 10 runs and undefined figures are not judged."""
+    stats = {"n": n, "residual_mape": residual_mape, "physics_mape": physics_mape}
+    found = no_harm_violations({"p": {"all": None, "groups": {"g": stats}}})
+    assert bool(found) is broken
+
+
+def test_report_writes_strict_json_and_a_generated_no_harm_table(tmp_path):
+    ev, scores = synthetic_evaluation()
+    path = write_report(ev, tmp_path, scores, {"max_depth": 3}, 10)
+
+    def no_constants(name):
+        raise AssertionError(f"summary.json holds {name}")
+
+    summary = json.loads((tmp_path / "summary.json").read_text(), parse_constant=no_constants)
+    assert summary == json.loads(json.dumps(evaluation_summary(ev)))
+    report = path.read_text()
+    section = report[report.index("## No-harm rule"):]
+    assert "Groups that break it (1):" in section
+    assert "| synthetic, leave one group out | B | 10 | 10.0% | 5.0% |" in section
+    assert "| C |" not in section
+
+
+# --- What reaches fitting and calibration -----------------------------------------------------
+
+FAST_PARAMS = {"max_depth": 3, "eta": 0.3}
+FAST_ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def testbed_dataset(testbed_runs):
+    from training.dataset import build_dataset
+
+    return build_dataset(testbed_runs.assign(row_id=np.arange(len(testbed_runs))))
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Record the runs (by row_id) that reach the residual fit (with its calibration) and the pure-ML fit."""
+    import training.evaluate as evaluate
+
+    seen = {"residual": [], "pure_ml": [], "calibration_rows": []}
+    real_fit, real_pure_ml = evaluate.fit_calibrated, evaluate._pure_ml
+
+    def fit_calibrated(sub, *args, **kwargs):
+        seen["residual"].append(set(sub.runs["row_id"]))
+        fitted = real_fit(sub, *args, **kwargs)
+        seen["calibration_rows"].append(fitted[0].calibration_.counts["all"])
+        return fitted
+
+    def pure_ml(train, test, *args, **kwargs):
+        seen["pure_ml"].append(set(train.runs["row_id"]))
+        return real_pure_ml(train, test, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
+    monkeypatch.setattr(evaluate, "_pure_ml", pure_ml)
+    return seen
+
+
+def test_held_out_group_and_its_partner_never_reach_fitting_or_calibration(testbed_dataset, spied):
+    """Leave one tier out; the one-host AllReduce runs are tied to 'emulated-1g' and must leave with it."""
+    from training.evaluate import held_out
+
+    ds = testbed_dataset
+    network = ds.runs["network"].astype(object).where(ds.runs["network"].notna(), None).to_numpy(object)
+    architecture = ds.runs["architecture"].astype(str).to_numpy(object)
+    partner = np.where(architecture == "allreduce-local", "emulated-1g", None)
+    row_id = ds.runs["row_id"].to_numpy()
+    result = held_out(ds, "tier", network, network != None, FAST_PARAMS, FAST_ROUNDS, exclude=partner)  # noqa: E711
+
+    tiers = list(pd.unique(network[network != None]))  # noqa: E711
+    assert len(spied["residual"]) == len(spied["pure_ml"]) == len(tiers) == 4
+    for tier, fitted, pure, calibrated in zip(tiers, spied["residual"], spied["pure_ml"], spied["calibration_rows"]):
+        held = set(row_id[network == tier])
+        tied = set(row_id[partner == tier])
+        expected = set(row_id) - held - tied
+        assert fitted == expected and pure == expected, tier
+        assert not fitted & held and not fitted & tied
+        # The conformal table saw exactly the training runs' out-of-fold residuals.
+        assert calibrated == len(expected)
+        assert (result.group[network == tier] == tier).all()
+    # Partners leave training but are scored by no one; one-host single runs stay in every fit.
+    assert (result.group[network == None] == None).all()  # noqa: E711
+    single = set(row_id[architecture == "single"])
+    assert all(single <= fitted for fitted in spied["residual"])
+    scored = result.scored
+    assert np.isfinite(result.log_residual_model_s[scored]).all() and np.isfinite(result.log_pure_ml_s[scored]).all()
+    assert np.isnan(result.log_residual_model_s[~scored]).all()
+
+
+def test_pairs_are_held_out_together(testbed_dataset, spied):
+    """Configurations in folds: both runs of every tier pair sit in one held-out fold, never in its fit."""
+    from training.evaluate import held_out
+    from training.pairs import make_pairs
+    from training.report import _folds_of, _testbed_config
+
+    ds = testbed_dataset
+    config = _folds_of(_testbed_config(ds.runs, drop=("network",)))
+    result = held_out(ds, "config", config, np.full(len(ds), True), FAST_PARAMS, FAST_ROUNDS, pair_kinds=("network",))
+    every_pair = make_pairs(ds.runs, ds.resolved.total_gpus)
+    every_pair = every_pair[every_pair["kind"] == "network"]
+    row_id = ds.runs["row_id"].to_numpy()
+    assert len(every_pair) > 0
+    # No pair straddles two folds ...
+    assert (config[every_pair["a"]] == config[every_pair["b"]]).all()
+    # ... so each fold scores exactly its own pairs, and none of their runs reached that fold's fit.
+    frames = {frame["group"].iloc[0]: frame for frame in result.pair_frames if len(frame)}
+    for fold, fitted in zip(pd.unique(config), spied["residual"]):
+        own = every_pair[config[every_pair["a"]] == fold]
+        assert len(frames.get(fold, [])) == len(own), fold
+        assert not fitted & set(row_id[own["a"]]) and not fitted & set(row_id[own["b"]])
+    assert sum(len(f) for f in frames.values()) == len(every_pair)
+
+
+def test_few_shot_prior_leaves_out_the_gpu_type_it_scores():
+    """A type whose held-out residuals are all r: the refit offset is k r / (k + kappa), kappa from the other types only."""
+    from training.refit import random_effects_kappa
+    from training.report import FEW_SHOT_K, few_shot_refit
+
+    r = 0.3
+    wobble = np.tile([-0.05, 0.0, 0.05, 0.1, -0.1], 4)  # 20 runs per type
+    residual = np.concatenate([np.full(20, r), 0.1 + wobble, -0.2 + 2 * wobble])
+    groups = np.repeat(np.array(["A", "B", "C"], object), 20)
+    scores = Scores(residual, np.zeros(60))
+    result = HeldOut("gpu", groups.copy(), np.zeros(60), np.zeros(60), np.ones(60), np.ones(60))
+    frame = few_shot_refit(scores, result, groups)
+    kappa = random_effects_kappa(residual[20:], groups[20:])
+    assert kappa != pytest.approx(random_effects_kappa(residual, groups))  # the test can tell the two apart
+    for k in FEW_SHOT_K:
+        row = frame[(frame["group"] == "A") & (frame["k"] == k)].iloc[0]
+        assert row["mape_no_refit"] == pytest.approx(abs(np.exp(-r) - 1))
+        assert row["mape_refit"] == pytest.approx(abs(np.exp(-(r - k * r / (k + kappa))) - 1))
+
+
+# --- Interval coverage, two-sided --------------------------------------------------------------
+
+
+def test_mondrian_intervals_cover_nominal_in_each_bin_neither_more_nor_less():
+    """Two bins with residual spreads 0.05 and 0.4 (log scale), calibrated on 3,000 residuals each.
+
+    Fresh exchangeable draws (20,000 per bin) must be covered 90% +- 2.5 points in each bin: the
+    binomial sd of the test share is 0.2 points, the calibration draw's own sd 0.55 points, and
+    percentile interpolation of the stored table adds under 0.5 point. A pooled interval would
+    cover the narrow bin ~100% and the wide bin ~60%, and fail on both sides.
+    """
+    from predictor.calibration import POOLED
+    from training.calibration import fit_table
+
+    rng = np.random.default_rng(1)
+    scales = {"narrow": 0.05, "wide": 0.4}
+    residuals = np.concatenate([rng.standard_t(5, 3000) * s for s in scales.values()])
+    keys = [(name, POOLED) for name in scales for _ in range(3000)]
+    table = fit_table(residuals, keys)
+    for name, scale in scales.items():
+        truth = rng.standard_t(5, 20000) * scale
+        y_hat = np.zeros(len(truth))
+        low, high = table.interval(y_hat, table.bin_for([(name, POOLED)] * len(truth)), 0.9)
+        coverage = np.mean((truth >= low) & (truth <= high))
+        assert abs(coverage - 0.9) <= 0.025, (name, coverage)
+        pooled_low, pooled_high = table.interval(y_hat, np.full(len(truth), POOLED, object), 0.9)
+        pooled = np.mean((truth >= pooled_low) & (truth <= pooled_high))
+        assert abs(pooled - 0.9) > 0.025, (name, pooled)  # the check would catch an unbinned table
