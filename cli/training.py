@@ -49,8 +49,10 @@ def train_command(
 
     Example: predict train --trials 50
     """
+    from predictor.outputs import model_output_dir
     from training.train import train
 
+    model_output_dir(out, "--out")
     started = time.perf_counter()
     gathered = _gather(runs, lambda_csv, mlperf_csv)
     result = train(
@@ -100,6 +102,9 @@ def evaluate_command(
     from training.dataset import build_dataset
     from training.report import run_evaluation, write_report
 
+    from predictor.outputs import output_dir
+
+    output_dir(out, "--out")
     model_dir = model or default_model_dir()
     metadata_path = model_dir / "metadata.json"
     if metadata_path.exists():
@@ -128,8 +133,10 @@ def physics_report_command(
 
     Example: predict physics-report --out reports/physics
     """
+    from predictor.outputs import output_dir
     from training.physics_report import write_physics_report
 
+    output_dir(out, "--out")
     gathered = _gather(runs, lambda_csv, mlperf_csv)
     typer.echo(f"wrote {write_physics_report(gathered.runs, out)}")
 
@@ -151,7 +158,10 @@ def refit_command(
     from training.runs import load_runs
     from training.tracking import log_refit, tracked_run
 
+    from predictor.outputs import model_output_dir
+
     base = model or default_model_dir()
+    model_output_dir(out, "--out")
     loaded = load_runs(runs)
     if loaded.n_rejected:
         first = loaded.rejected.iloc[0]
