@@ -2,8 +2,8 @@
 
 Two feature sets, both built column-wise with numpy (no per-row Python):
 
-* :func:`physical_features`: the breakdown's components in log-seconds,
-  additive and overlapped totals, arithmetic intensity, the bandwidths and
+* :func:`physical_features`: device and communication seconds, additive
+  and overlapped totals (log-seconds), each component's volume and rate, arithmetic intensity, the bandwidths and
   peak FLOP/s the job uses, gradient and input volumes, fan-in of workers per
   server, GPUs, nodes, precision, framework and software stack. The residual
   model learns on these, monotone in each where physics fixes the sign
@@ -85,9 +85,11 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
         (is_local & (r.total_gpus > 1)) | (is_cluster & (r.gpus_per_node_used > 1)) | (is_ps & (r.gpus_per_worker > 1))
     )
     columns: dict[str, np.ndarray] = {
-        "log_io_s": _log_s(b.io_s),
-        "log_compute_s": _log_s(b.compute_s),
-        "log_memory_s": _log_s(b.memory_s),
+        # A component that is one volume over one rate enters as the two: the volume is free (larger
+        # kernels run nearer their peak) and the rate monotone, so the residual may fall with the work
+        # done while never rising with a faster part.
+        "log_step_flops": _log(step_flops),
+        "log_traffic_bytes_per_step": _log(traffic_bytes),
         "log_device_s": _log_s(np.maximum(b.compute_s, b.memory_s)),
         "log_comm_s": _log_s(b.comm_s),
         "log_comm_intra_node_s": _log_s(b.comm.intra_node_s),
@@ -131,9 +133,6 @@ def analytical_traffic_bytes(r: ResolvedJobs) -> np.ndarray:
 #: XGBoost as monotone constraints, so the learned step time never rises
 #: when any of these moves the faster way.
 MONOTONE_SIGNS: dict[str, int] = {
-    "log_io_s": 1,
-    "log_compute_s": 1,
-    "log_memory_s": 1,
     "log_device_s": 1,
     "log_comm_s": 1,
     "log_comm_intra_node_s": 1,
@@ -201,12 +200,12 @@ FAMILIES = (
 )
 
 _FAMILY_OF = {
-    "log_compute_s": "compute",
+    "log_step_flops": "compute",
     "log_flops_per_sample": "compute",
     "log_peak_flops_per_s": "compute",
     "log_arithmetic_intensity_flops_per_byte": "compute",
     "bytes_per_element": "compute",
-    "log_memory_s": "memory",
+    "log_traffic_bytes_per_step": "memory",
     "log_device_s": "compute",
     "log_memory_bw_bytes_per_s": "memory",
     "log_comm_intra_node_s": "intra-node communication",
@@ -219,7 +218,6 @@ _FAMILY_OF = {
     "nodes": "network communication",
     "workers_per_server": "parameter-server fan-in",
     "architecture_3": "parameter-server fan-in",  # ps-worker
-    "log_io_s": "input I/O",
     "log_io_bytes_per_step": "input I/O",
     "log_host_link_bw_bytes_per_s": "input I/O",
 }

@@ -13,6 +13,7 @@ schema versions.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,8 +251,8 @@ def read_metadata(path: Path) -> dict[str, Any]:
     wanted = list(feature_names())
     if names != wanted:
         where = next((i for i, (a, b) in enumerate(zip(names, wanted)) if a != b), min(len(names), len(wanted)))
-        first = f"position {where}: {names[where] if where < len(names) else 'nothing'!r} where this version has " \
-                f"{wanted[where] if where < len(wanted) else 'nothing'!r}"
+        first = f"position {where}: {names[where] if where < len(names) else None!r} where this version has " \
+                f"{wanted[where] if where < len(wanted) else None!r}"
         raise bad(f"lists {len(names)} features, this version builds {len(wanted)} ({first}); retrain it with `predict train`")
     if metadata.get("baseline") not in OVERLAP_STRATEGIES:
         raise bad(f"baseline {metadata.get('baseline')!r} is not one of {', '.join(OVERLAP_STRATEGIES)}")
@@ -309,6 +310,7 @@ def _load_booster(file: Path, n_features: int):
         probe = booster.inplace_predict(np.zeros((1, n_features), np.float32))
     except Exception as exc:  # XGBoost reports a corrupt file as its own error types, which vary by version
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = re.sub(r"^\[[\d:]+\]\s+\S+:\d+:\s*", "", reason)  # XGBoost's "[time] source:line:" prefix
         raise ArtefactError(f"{file}: not a readable XGBoost model ({reason[:200]}); the file is corrupt or truncated", file) from None
     if count != n_features:
         raise ArtefactError(f"{file}: the booster takes {count} features, metadata.json lists {n_features}", file)

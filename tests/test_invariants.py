@@ -36,7 +36,7 @@ from predictor.learned import predict_times
 CATALOG = hardware_catalog()
 GPUS = sorted(CATALOG.devices.names())
 NETWORKS = sorted(link.name for link in CATALOG.links_of_kind("network"))
-MODELS = sorted(workload_catalog().names())
+MODELS = sorted(workload_catalog().workloads.names())
 
 
 @pytest.fixture(scope="module")
