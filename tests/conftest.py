@@ -60,7 +60,7 @@ def trained(tmp_path_factory, testbed_runs):
 # generated job files through the four answering commands (tests/test_fuzz_cli.py).
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("default", max_examples=60, deadline=None)
+settings.register_profile("default", max_examples=40, deadline=None)
 settings.register_profile(
     "long", max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )

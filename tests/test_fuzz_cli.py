@@ -7,7 +7,7 @@ never raises anything else, never prints a NaN or an infinity, and never
 lets a terminal escape byte from the job reach the terminal.
 
 The number of files follows the Hypothesis profile: the default profile runs
-60 per command, ``pytest --hypothesis-profile=long tests/test_fuzz_cli.py``
+40 per command, ``pytest --hypothesis-profile=long tests/test_fuzz_cli.py``
 2,500 per command (10,000 in all).
 """
 
@@ -189,6 +189,20 @@ def _check(result, as_json: bool) -> None:
         data = json.loads(result.stdout, parse_constant=_reject_constant)
         assert all(math.isfinite(v) for v in _numbers(data))
     assert "\x1b" not in result.stdout
+
+
+@pytest.fixture(scope="module", autouse=True)
+def command_built_once():
+    """Typer's runner rebuilds the click command from the functions on every call (a third of a
+    second); the command is the same each time, so it is built once for these thousands of calls."""
+    import typer.main
+    import typer.testing
+
+    command = typer.main.get_command(app)
+    original = typer.testing._get_command
+    typer.testing._get_command = lambda _app: command
+    yield
+    typer.testing._get_command = original
 
 
 @pytest.fixture(scope="module")
