@@ -304,3 +304,56 @@ def test_corrupt_model_directory_is_a_clear_error_naming_the_file(corrupt_model,
 def test_the_shipped_model_loads_cleanly():
     artefact = load_artefact(DEFAULT_MODEL_DIR)
     assert len(artefact.feature_names) == artefact.booster.num_features()
+
+
+# -- the learned model and the physics' signs -------------------------------------------
+
+
+def test_tacotron2_ps_job_is_not_predicted_faster_on_a_slower_network():
+    """Found: 1.14x faster on ethernet-10g from 100 GbE (the analytical model: 1.26x slower)."""
+    job = {
+        "workload": {"model": "tacotron2"},
+        "parallelism": {"architecture": "ps-worker", "workers": 4, "gpus_per_worker": 1},
+        "cluster": {"gpu": "A100-PCIE-80GB", "network": "ethernet-100g"},
+    }
+    predictor = Predictor()
+    assert predictor.method == "learned"
+    result = predictor.speedup(job, ["ethernet-10g"])
+    assert result.speedup <= 1.0
+    assert Predictor(model=None).speedup(job, ["ethernet-10g"]).speedup < 1.0
+
+
+def test_allreduce_cluster_job_is_not_slower_on_400_gbe_than_on_100_gbe():
+    """Found: one allreduce-cluster job 12% slower going from 100 to 400 GbE."""
+    job = {
+        "workload": {"model": "bert-large"},
+        "parallelism": {"architecture": "allreduce-cluster", "workers": 4, "gpus_per_worker": 8},
+        "cluster": {"gpu": "A100-SXM4-80GB", "network": "ethernet-100g"},
+    }
+    assert Predictor().speedup(job, ["ethernet-400g"]).speedup >= 1.0
+
+
+def test_network_change_on_a_one_gpu_job_gives_exactly_one():
+    """Found: 0.99987x; a one-GPU job sends nothing over the network, so no feature may move."""
+    job = {"workload": {"model": "resnet50"}, "cluster": {"gpu": "V100", "network": "ethernet-25g"}}
+    for network in ("ethernet-10g", "ethernet-100g", "infiniband-ndr"):
+        assert Predictor().speedup(job, [network]).speedup == 1.0
+
+
+def test_doubling_every_peak_flops_of_a_gpu_is_never_slower():
+    """Found: speedups as low as 0.71x when every peak FLOP/s of the GPU doubled."""
+    import dataclasses
+
+    from features.resolve import resolve
+    from features.table import table_from_rows
+    from predictor.learned import predict_times
+
+    artefact = load_artefact(DEFAULT_MODEL_DIR)
+    rows = [{"model": m, "gpu": g, "precision": p} for m in ("resnet50", "bert-large", "ncf", "tacotron2")
+            for g in ("V100", "A100-SXM4-80GB", "H100-SXM", "RTX-4090") for p in ("fp32", "fp16")]
+    resolved = resolve(table_from_rows(rows))
+    doubled = dataclasses.replace(resolved, peak_flops_per_s=resolved.peak_flops_per_s * 2,
+                                  fp32_peak_flops_per_s=resolved.fp32_peak_flops_per_s * 2)
+    before = predict_times(artefact, resolved, resolved.breakdown(), 0.9).log_step_time_s
+    after = predict_times(artefact, doubled, doubled.breakdown(), 0.9).log_step_time_s
+    assert resolved.ok.all() and np.all(after <= before)
