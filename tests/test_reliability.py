@@ -357,3 +357,11 @@ def test_doubling_every_peak_flops_of_a_gpu_is_never_slower():
     before = predict_times(artefact, resolved, resolved.breakdown(), 0.9).log_step_time_s
     after = predict_times(artefact, doubled, doubled.breakdown(), 0.9).log_step_time_s
     assert resolved.ok.all() and np.all(after <= before)
+
+
+def test_fleet_out_that_is_a_directory_is_a_clear_error(tmp_path):
+    fleet = tmp_path / "fleet.csv"
+    assert invoke("fleet-example", "--n", "5", "--out", fleet).exit_code == 0
+    (tmp_path / "scored.csv").mkdir()
+    assert_clear_error(invoke("fleet", "--jobs", fleet, "--out", tmp_path / "scored.csv"), "--out", "is a directory")
+    assert_clear_error(invoke("fleet-example", "--n", "5", "--out", tmp_path / "scored.csv"), "--out", "is a directory")
