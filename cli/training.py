@@ -97,8 +97,6 @@ def evaluate_command(
 
     Example: predict evaluate --out reports/evaluation
     """
-    import json
-
     from training.dataset import build_dataset
     from training.report import run_evaluation, write_report
 
@@ -108,7 +106,9 @@ def evaluate_command(
     model_dir = model or default_model_dir()
     metadata_path = model_dir / "metadata.json"
     if metadata_path.exists():
-        metadata = json.loads(metadata_path.read_text())
+        from predictor.artefact import read_metadata
+
+        metadata = read_metadata(model_dir)  # a corrupt or foreign file is an ArtefactError naming it
         params, rounds, baseline = metadata["params"], metadata["num_boost_round"], metadata["baseline"]
     else:
         from training.dataset import DEFAULT_BASELINE
