@@ -30,6 +30,9 @@ from features.table import map_values
 _FLOOR_S = 1e-9
 _FLOOR = 1.0
 
+#: log10 bytes/s shown for a link the job does not use.
+UNUSED_LINK_LOG_BW = 0.0
+
 #: Bump when the feature list or its meaning changes; saved models record it.
 FEATURE_SCHEMA_VERSION = 3
 
@@ -105,8 +108,8 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
         "log_peak_flops_per_s": _log(r.peak_flops_per_s),
         "device_release_year": r.device_release_year,
         "log_memory_bw_bytes_per_s": _log(r.memory_bw_bytes_per_s),
-        "log_intra_node_bw_bytes_per_s": np.where(uses_intra_ring, _log(r.intra_node_bw_bytes_per_s), 0.0),
-        "log_network_bw_bytes_per_s": np.where(uses_network, _log(r.network_bw_bytes_per_s), 0.0),
+        "log_intra_node_bw_bytes_per_s": np.where(uses_intra_ring, _log(r.intra_node_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
+        "log_network_bw_bytes_per_s": np.where(uses_network, _log(r.network_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
         "log_host_link_bw_bytes_per_s": _log(r.host_link_bw_bytes_per_s),
         "total_gpus": r.total_gpus,
         "log_total_gpus": _log(r.total_gpus),

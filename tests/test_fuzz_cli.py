@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -176,6 +176,7 @@ def _check(result, as_json: bool) -> None:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     assert result.exit_code in (0, 2), (result.exit_code, result.output)
+    event(f"exit code {result.exit_code}")  # the split is in --hypothesis-show-statistics
     if result.exit_code == 2:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
