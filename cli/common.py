@@ -23,21 +23,41 @@ LevelOption = Annotated[float, typer.Option("--confidence-level", help="Coverage
 
 
 def domain_errors(fn: Callable) -> Callable:
-    """A command whose domain errors become one stderr line and exit code 2 (the only place they do)."""
+    """A command whose user errors become one stderr line and exit code 2 (the only place they do).
+
+    User errors are the domain's :class:`SpecError` (a bad job, scenario,
+    model directory or output path) and the operating system refusing a file
+    the user named (a full disk, a permission). With ``--json`` the line is a
+    JSON object, ``{"error": ...}``.
+    """
 
     @functools.wraps(fn)
     def wrapper(*a: Any, **kw: Any) -> Any:
         try:
             return fn(*a, **kw)
         except SpecError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(code=2) from None
+            fail(str(exc), bool(kw.get("as_json")))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            fail(f"{exc.filename}: {exc.strerror or exc}", bool(kw.get("as_json")))
 
     return wrapper
 
 
+def fail(message: str, as_json: bool = False) -> None:
+    """Print one error line on stderr (a JSON object for ``--json`` callers) and exit with code 2."""
+    one_line = " ".join(message.split())
+    if as_json:
+        typer.echo(json.dumps({"error": one_line}), err=True)
+    else:
+        typer.echo(f"error: {one_line}", err=True)
+    raise typer.Exit(code=2)
+
+
 def echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=json_default))
+    """Strict JSON on stdout: a NaN or infinity is a bug, never printed as ``NaN``."""
+    typer.echo(json.dumps(data, indent=2, default=json_default, allow_nan=False))
 
 
 def json_default(value: Any) -> Any:

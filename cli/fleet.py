@@ -9,6 +9,7 @@ import typer
 
 from features.errors import SpecError
 from cli.common import LevelOption, ModelOption, OverlapOption, domain_errors
+from predictor.outputs import output_dir, output_file
 
 ENGINES = ("local", "dask")
 
@@ -63,6 +64,9 @@ def fleet_command(
     predictor = fleet.predictor_for(overlap, model, confidence_level)
     if out is not None:
         fleet.fleet_format(out, "--out")
+        output_file(out, "--out")
+    if report is not None:
+        output_dir(report, "--report")
     if engine == "local":
         frame = _read_with_warnings(jobs)
         chunks = fleet.iter_scored(frame, to, overlap, chunk_rows, None, model, confidence_level, explain_as)
@@ -134,5 +138,6 @@ def fleet_example_command(
     if seed < 0:
         raise SpecError("--seed", seed, "allowed: a whole number >= 0")
     fleet.fleet_format(out, "--out")
+    output_file(out, "--out")
     rows = fleet.write_atomic(example_fleet(n, seed), out, row_group_rows=fleet.DEFAULT_CHUNK_ROWS)
     typer.echo(f"wrote {rows:,} synthetic jobs to {out} (seed {seed})")

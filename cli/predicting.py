@@ -113,7 +113,10 @@ def explain_command(
     Example: predict explain --job examples/jobs/resnet50-ps.json --to allreduce-nvlink --plot why.png
     """
     from predictor.explain import explain, plot_waterfall
+    from predictor.outputs import output_file
 
+    if plot is not None:
+        output_file(plot, "--plot")
     explanation = explain(make_predictor("none", model), job, to)
     if plot is not None:
         if hasattr(explanation, "prediction"):
@@ -188,7 +191,9 @@ def roofline_command(
 
     Example: predict roofline --gpu V100 --model resnet50 --model bert-large --out roofline.png
     """
+    from predictor.outputs import output_file
     from predictor.roofline import plot_roofline
 
+    output_file(out, "--out")
     path = plot_roofline(gpu, model or None, precision, out)
     typer.echo(f"wrote {path}")

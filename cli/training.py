@@ -49,8 +49,10 @@ def train_command(
 
     Example: predict train --trials 50
     """
+    from predictor.outputs import model_output_dir
     from training.train import train
 
+    model_output_dir(out, "--out")
     started = time.perf_counter()
     gathered = _gather(runs, lambda_csv, mlperf_csv)
     result = train(
@@ -96,15 +98,18 @@ def evaluate_command(
 
     Example: predict evaluate --out reports/evaluation
     """
-    import json
-
     from training.dataset import build_dataset
     from training.report import run_evaluation, write_report
 
+    from predictor.outputs import output_dir
+
+    output_dir(out, "--out")
     model_dir = model or default_model_dir()
     metadata_path = model_dir / "metadata.json"
     if metadata_path.exists():
-        metadata = json.loads(metadata_path.read_text())
+        from predictor.artefact import read_metadata
+
+        metadata = read_metadata(model_dir)  # a corrupt or foreign file is an ArtefactError naming it
         params, rounds, baseline = metadata["params"], metadata["num_boost_round"], metadata["baseline"]
     else:
         from training.dataset import DEFAULT_BASELINE
@@ -133,8 +138,10 @@ def physics_report_command(
 
     Example: predict physics-report --out reports/physics
     """
+    from predictor.outputs import output_dir
     from training.physics_report import write_physics_report
 
+    output_dir(out, "--out")
     gathered = _gather(runs, lambda_csv, mlperf_csv)
     typer.echo(f"wrote {write_physics_report(gathered.runs, out, refit_constants)}")
 
@@ -156,7 +163,10 @@ def refit_command(
     from training.runs import load_runs
     from training.tracking import log_refit, tracked_run
 
+    from predictor.outputs import model_output_dir
+
     base = model or default_model_dir()
+    model_output_dir(out, "--out")
     loaded = load_runs(runs)
     if loaded.n_rejected:
         first = loaded.rejected.iloc[0]

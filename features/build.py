@@ -2,11 +2,12 @@
 
 Two feature sets, both built column-wise with numpy (no per-row Python):
 
-* :func:`physical_features`: the breakdown's components in log-seconds, their
-  shares, additive and overlapped totals, arithmetic intensity, communication
-  volume over bandwidth, FLOPs over peak, bytes over bandwidth, I/O bytes over
-  the host link, fan-in of workers per server, GPUs, nodes, precision,
-  framework and software stack. The residual model learns on these.
+* :func:`physical_features`: device and communication seconds, additive
+  and overlapped totals (log-seconds), each component's volume and rate, arithmetic intensity, the bandwidths and
+  peak FLOP/s the job uses, gradient and input volumes, fan-in of workers per
+  server, GPUs, nodes, precision, framework and software stack. The residual
+  model learns on these, monotone in each where physics fixes the sign
+  (:data:`MONOTONE_SIGNS`).
 * :func:`raw_features`: the job's own fields and catalogue figures with no
   analytical combination, for the pure-ML baseline that shows what the
   physics is worth.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from features.analytical import ARCHITECTURE_CODES, BreakdownArrays
+from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, memory_traffic_bytes
 from features.fields import FRAMEWORKS, SOFTWARE_STACKS
 from features.resolve import ResolvedJobs
 from features.table import map_values
@@ -29,8 +30,11 @@ from features.table import map_values
 _FLOOR_S = 1e-9
 _FLOOR = 1.0
 
+#: log10 bytes/s shown for a link the job does not use.
+UNUSED_LINK_LOG_BW = 0.0
+
 #: Bump when the feature list or its meaning changes; saved models record it.
-FEATURE_SCHEMA_VERSION = 2
+FEATURE_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -61,42 +65,51 @@ def _categorical(resolved: ResolvedJobs, leaf: str, choices: tuple[str, ...]) ->
 
 
 def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> FeatureFrame:
-    """The residual model's inputs, from the resolved jobs and their breakdown."""
+    """The residual model's inputs, from the resolved jobs and their breakdown.
+
+    Every feature either moves in one direction under every hardware upgrade
+    (a component's seconds fall, a bandwidth or peak rises; see
+    :data:`MONOTONE_SIGNS`) or does not move at all, so a residual monotone in
+    each feature keeps the physics' signs. Ratios that one upgrade raises and
+    another lowers (component shares, compute over memory, the ridge point)
+    are left out. A link the job does not use (the network of a one-node job,
+    the intra-node link of a one-GPU ring) shows as 1 B/s, so changing it
+    leaves every feature exactly unchanged.
+    """
     r, b = resolved, breakdown
-    device_s = np.maximum(b.compute_s, b.memory_s)
-    additive_s = b.additive_s
     step_flops = r.flops_per_sample * r.batch_size_per_gpu
-    traffic_bytes = b.memory_s * r.memory_bw_bytes_per_s
-    is_ps = r.architecture_code == ARCHITECTURE_CODES["ps-worker"]
+    traffic_bytes = analytical_traffic_bytes(r)
+    code = r.architecture_code
+    is_ps = code == ARCHITECTURE_CODES["ps-worker"]
+    is_cluster = code == ARCHITECTURE_CODES["allreduce-cluster"]
+    is_local = code == ARCHITECTURE_CODES["allreduce-local"]
+    uses_network = is_ps | (is_cluster & (r.nodes > 1))
+    uses_intra_ring = (
+        (is_local & (r.total_gpus > 1)) | (is_cluster & (r.gpus_per_node_used > 1)) | (is_ps & (r.gpus_per_worker > 1))
+    )
     columns: dict[str, np.ndarray] = {
-        "log_io_s": _log_s(b.io_s),
-        "log_compute_s": _log_s(b.compute_s),
-        "log_memory_s": _log_s(b.memory_s),
+        # A component that is one volume over one rate enters as the two: the volume is free (larger
+        # kernels run nearer their peak) and the rate monotone, so the residual may fall with the work
+        # done while never rising with a faster part.
+        "log_step_flops": _log(step_flops),
+        "log_traffic_bytes_per_step": _log(traffic_bytes),
+        "log_device_s": _log_s(np.maximum(b.compute_s, b.memory_s)),
         "log_comm_s": _log_s(b.comm_s),
         "log_comm_intra_node_s": _log_s(b.comm.intra_node_s),
         "log_comm_network_s": _log_s(b.comm.network_s),
-        "log_additive_s": _log_s(additive_s),
+        "log_additive_s": _log_s(b.additive_s),
         "log_overlapped_s": _log_s(b.overlapped_s),
-        "share_io": b.io_s / additive_s,
-        "share_compute": b.compute_s / additive_s,
-        "share_memory": b.memory_s / additive_s,
-        "share_comm": b.comm_s / additive_s,
-        "overlap_gain": _log_s(additive_s) - _log_s(b.overlapped_s),
-        "log_comm_over_device": _log_s(b.comm_s) - _log_s(device_s),
-        "log_compute_over_memory": _log_s(b.compute_s) - _log_s(b.memory_s),
         "log_arithmetic_intensity_flops_per_byte": _log(step_flops) - _log(traffic_bytes),
-        "log_ridge_point_flops_per_byte": _log(r.peak_flops_per_s) - _log(r.memory_bw_bytes_per_s),
         "log_io_bytes_per_step": _log(r.input_bytes_per_sample * r.batch_size_per_gpu),
         "log_gradient_bytes": _log(r.gradient_bytes),
         "log_flops_per_sample": _log(r.flops_per_sample),
         "log_param_count": _log(r.param_count),
         "log_batch_size_per_gpu": _log(r.batch_size_per_gpu),
         "log_peak_flops_per_s": _log(r.peak_flops_per_s),
-        "log_tensor_speedup": _log(r.peak_flops_per_s) - _log(r.fp32_peak_flops_per_s),
         "device_release_year": r.device_release_year,
         "log_memory_bw_bytes_per_s": _log(r.memory_bw_bytes_per_s),
-        "log_intra_node_bw_bytes_per_s": _log(r.intra_node_bw_bytes_per_s),
-        "log_network_bw_bytes_per_s": _log(r.network_bw_bytes_per_s),
+        "log_intra_node_bw_bytes_per_s": np.where(uses_intra_ring, _log(r.intra_node_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
+        "log_network_bw_bytes_per_s": np.where(uses_network, _log(r.network_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
         "log_host_link_bw_bytes_per_s": _log(r.host_link_bw_bytes_per_s),
         "total_gpus": r.total_gpus,
         "log_total_gpus": _log(r.total_gpus),
@@ -109,6 +122,37 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
     columns.update(_one_hot("framework", _categorical(r, "framework", FRAMEWORKS), len(FRAMEWORKS)))
     columns["software_tuned"] = (_categorical(r, "software_stack", SOFTWARE_STACKS) == 1).astype(float)
     return _frame(columns, resolved)
+
+
+def analytical_traffic_bytes(r: ResolvedJobs) -> np.ndarray:
+    """DRAM bytes per step, from the workload alone (independent of the memory bandwidth)."""
+    return memory_traffic_bytes(r.memory_bytes_per_sample, r.batch_size_per_gpu, r.param_count, r.bytes_per_element)
+
+
+#: The sign physics fixes for the residual's slope in a feature: +1 where more
+#: seconds of a component mean a slower step, -1 where more bandwidth or peak
+#: FLOP/s mean a faster one. Features of the workload and of the job's shape
+#: stay free (no hardware upgrade moves them). Training passes these to
+#: XGBoost as monotone constraints, so the learned step time never rises
+#: when any of these moves the faster way.
+MONOTONE_SIGNS: dict[str, int] = {
+    "log_device_s": 1,
+    "log_comm_s": 1,
+    "log_comm_intra_node_s": 1,
+    "log_comm_network_s": 1,
+    "log_additive_s": 1,
+    "log_overlapped_s": 1,
+    "log_peak_flops_per_s": -1,
+    "log_memory_bw_bytes_per_s": -1,
+    "log_intra_node_bw_bytes_per_s": -1,
+    "log_network_bw_bytes_per_s": -1,
+    "log_host_link_bw_bytes_per_s": -1,
+}
+
+
+def monotone_constraints(names) -> tuple[int, ...]:
+    """XGBoost's ``monotone_constraints`` for a feature list (0 where physics fixes no sign)."""
+    return tuple(MONOTONE_SIGNS.get(name, 0) for name in names)
 
 
 def raw_features(resolved: ResolvedJobs) -> FeatureFrame:
@@ -159,17 +203,13 @@ FAMILIES = (
 )
 
 _FAMILY_OF = {
-    "log_compute_s": "compute",
-    "share_compute": "compute",
+    "log_step_flops": "compute",
     "log_flops_per_sample": "compute",
     "log_peak_flops_per_s": "compute",
-    "log_compute_over_memory": "compute",
     "log_arithmetic_intensity_flops_per_byte": "compute",
-    "log_ridge_point_flops_per_byte": "compute",
-    "log_tensor_speedup": "compute",
     "bytes_per_element": "compute",
-    "log_memory_s": "memory",
-    "share_memory": "memory",
+    "log_traffic_bytes_per_step": "memory",
+    "log_device_s": "compute",
     "log_memory_bw_bytes_per_s": "memory",
     "log_comm_intra_node_s": "intra-node communication",
     "log_intra_node_bw_bytes_per_s": "intra-node communication",
@@ -177,14 +217,10 @@ _FAMILY_OF = {
     "log_comm_network_s": "network communication",
     "log_network_bw_bytes_per_s": "network communication",
     "log_comm_s": "network communication",
-    "share_comm": "network communication",
-    "log_comm_over_device": "network communication",
     "log_gradient_bytes": "network communication",
     "nodes": "network communication",
     "workers_per_server": "parameter-server fan-in",
     "architecture_3": "parameter-server fan-in",  # ps-worker
-    "log_io_s": "input I/O",
-    "share_io": "input I/O",
     "log_io_bytes_per_step": "input I/O",
     "log_host_link_bw_bytes_per_s": "input I/O",
 }

@@ -68,11 +68,16 @@ FIELDS: tuple[Field, ...] = (
     Field("workload", "software_stack", "str",
           "stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
           default="stock", allowed=SOFTWARE_STACKS),
-    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=0.0, lower_inclusive=False),
-    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=0.0, lower_inclusive=False),
-    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=0.0, lower_inclusive=False),
-    Field("workload", "memory_bytes_per_sample", "float", "DRAM traffic per sample per step, at this precision.", lower=0.0),
-    Field("workload", "input_bytes_per_sample", "float", "Bytes copied host to device per sample.", lower=0.0),
+    # Upper bounds on explicit figures are physical sanity limits (a trillion-parameter model over a
+    # million-token sample is about 1e19 FLOPs), so every product of them stays finite.
+    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=0.0, lower_inclusive=False,
+          upper=1e21),
+    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=0.0, lower_inclusive=False,
+          upper=1e14),
+    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=0.0, lower_inclusive=False,
+          upper=1e15),
+    Field("workload", "memory_bytes_per_sample", "float", "DRAM traffic per sample per step, at this precision.", lower=0.0, upper=1e16),
+    Field("workload", "input_bytes_per_sample", "float", "Bytes copied host to device per sample.", lower=0.0, upper=1e13),
     Field("workload", "matrix_flops_per_sample", "float",
           "FLOPs per sample of matrix operators (matmul, convolution, attention); default: the model's counted op-class split, else flops_per_sample.",
           lower=0.0),
@@ -92,7 +97,7 @@ FIELDS: tuple[Field, ...] = (
     Field("cluster", "intra_node_link", "str", "Link joining a node's GPUs; default: the GPU's own."),
     Field("cluster", "network", "str", "NIC type joining nodes.", default="ethernet-25g"),
     Field("cluster", "nics_per_node", description="NICs each node uses for training traffic.", default=1, **_COUNT),
-    Field("measured", "step_time_s", "float", "Measured seconds per training step.", lower=0.0, lower_inclusive=False),
+    Field("measured", "step_time_s", "float", "Measured seconds per training step.", lower=0.0, lower_inclusive=False, upper=1e6),
     # A transformer by its shape, trained with tensor, pipeline, context and sharded data parallelism
     # (a layout job, see features.layout): any of these fields given makes a job one.
     Field("workload", "layers", description="Transformer blocks; default: the catalogue transformer's.", **_COUNT),

@@ -21,6 +21,7 @@ Defaults (also in the README):
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import Mapping
@@ -58,6 +59,10 @@ class Job:
         return None if value is None else float(value)
 
 
+#: Integers beyond any field's bound (and beyond float range) are refused before conversion.
+MAX_INTEGER = 10**30
+
+
 def _fields_of(section: str | None) -> list[str]:
     if section is None:
         return ["name", *SECTIONS]
@@ -74,7 +79,10 @@ def job_from_dict(data: Any) -> Job:
     for section in REQUIRED_SECTIONS:
         if section not in data:
             raise SpecError(section, MISSING, "this field is required")
-    row: dict[str, Any] = {"name": data.get("name")}
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        raise SpecError("name", name, "a name is a JSON string")
+    row: dict[str, Any] = {"name": name}
     for section in SECTIONS:
         values = data.get(section)
         if values is None:
@@ -92,6 +100,8 @@ def job_from_dict(data: Any) -> Job:
                 raise SpecError(f"{section}.{key}", value, "a single number or text is expected")
             if isinstance(value, float) and not math.isfinite(value):
                 raise SpecError(f"{section}.{key}", value, "a finite number is expected")
+            if isinstance(value, int) and abs(value) > MAX_INTEGER:
+                raise SpecError(f"{section}.{key}", f"an integer of {len(str(abs(value)))} digits", "a finite number within the field's bounds")
         if section == "measured" and "step_time_s" not in values:
             raise SpecError("measured.step_time_s", MISSING, "this field is required when measured is given")
         for f in FIELDS:
@@ -121,18 +131,71 @@ def _flat_adapter(workload: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
+#: A job is two levels deep (sections of fields); deeper text is not a job.
+MAX_JSON_DEPTH = 16
+
+_WIDE_BOMS = {
+    codecs.BOM_UTF32_LE: "UTF-32",
+    codecs.BOM_UTF32_BE: "UTF-32",
+    codecs.BOM_UTF16_LE: "UTF-16",
+    codecs.BOM_UTF16_BE: "UTF-16",
+}
+
+
 def load_job(path: str | Path) -> Job:
-    """Read and validate one job JSON file."""
+    """Read and validate one job JSON file (UTF-8, optionally with a byte-order mark)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise SpecError("--job", str(path), "is a directory; give a job JSON file") from None
     except OSError as exc:
         raise SpecError("--job", str(path), f"cannot read the file ({exc.strerror})") from None
+    return job_from_dict(parse_json_text(raw, "--job", str(path)))
+
+
+def parse_json_text(raw: bytes, field: str, where: str) -> Any:
+    """Parse JSON bytes at the input edge: UTF-8 only, bounded nesting, numbers Python can hold."""
+    for bom, encoding in _WIDE_BOMS.items():
+        if raw.startswith(bom):
+            raise SpecError(field, where, f"is {encoding} encoded; save it as UTF-8")
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(field, where, f"is not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); save it as UTF-8") from None
+    depth = _max_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise SpecError(field, where, f"nests {depth} levels deep; a job has at most {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError("--job", str(path), f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return job_from_dict(data)
+        raise SpecError(field, where, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:  # an integer beyond Python's digit limit
+        raise SpecError(field, where, f"holds a number too long to read ({exc}); numbers must be finite and within the field's bounds") from None
+    except RecursionError:
+        raise SpecError(field, where, f"nests too deep; a job has at most {MAX_JSON_DEPTH} levels") from None
+
+
+def _max_depth(text: str) -> int:
+    """Deepest bracket nesting outside JSON strings (a linear scan, no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def flatten(job: Job) -> dict[str, Any]:

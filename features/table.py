@@ -84,13 +84,13 @@ def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return values.astype(float), np.zeros(len(values), bool)
     try:
         return values.astype(float), np.zeros(len(values), bool)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         out = np.full(len(values), np.nan)
         bad = np.zeros(len(values), bool)
         for i, v in enumerate(values):
             try:
                 out[i] = float(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # text, or an integer beyond float range
                 bad[i] = True
         return out, bad
 
@@ -102,8 +102,11 @@ def _plain(value: Any) -> Any:
 
 def _bound_text(rule: Field) -> str:
     what = "a whole number" if rule.kind == "int" else "a finite number"
+    upper = "" if rule.upper is None else f"{rule.upper:.0f}" if rule.upper < 1e9 else f"{rule.upper:g}"
+    if rule.lower is not None and rule.upper is not None and rule.lower_inclusive:
+        return f"allowed: {what} from {rule.lower:g} to {upper}"
     if rule.lower is not None and rule.upper is not None:
-        return f"allowed: {what} from {rule.lower:g} to {rule.upper:.0f}"
+        return f"allowed: {what} > {rule.lower:g} and <= {upper}"
     if rule.lower is not None:
         return f"allowed: {what} {'>=' if rule.lower_inclusive else '>'} {rule.lower:g}"
     return f"allowed: {what}"

@@ -113,16 +113,15 @@ class Predictor:
             self._load(model)
 
     def _load(self, model: str | Path) -> None:
-        from predictor.artefact import ArtefactError, load_artefact
+        from predictor.artefact import load_artefact
 
         path = default_model_dir() if model == "default" else Path(model)
+        if model == "default" and "PREDICT_MODEL_DIR" in os.environ and not path.is_dir():
+            raise SpecError("PREDICT_MODEL_DIR", str(path), "no such model directory; point it at one, or unset it for the shipped model")
         if model == "default" and not path.exists():
             self.warnings = (f"no trained model at {path}: analytical model only",)
             return
-        try:
-            self.artefact = load_artefact(path)
-        except ArtefactError as exc:
-            raise SpecError("--model", str(path), str(exc)) from None
+        self.artefact = load_artefact(path)  # a corrupt or foreign directory raises ArtefactError, naming the file
 
     @property
     def method(self) -> str:
@@ -143,6 +142,7 @@ class Predictor:
             from predictor.learned import predict_times
 
             _attach_learned(result, predict_times(self.artefact, result.resolved, result.breakdown, self.confidence_level))
+        _fail_non_finite(result)
         return result
 
     def _analytical_table(self, table: JobTable) -> TablePrediction:
@@ -171,6 +171,8 @@ class Predictor:
             sides = [(baseline.resolved, baseline.breakdown), (target.resolved, target.breakdown)]
             for result, learned in zip((baseline, target), predict_times_together(self.artefact, sides, self.confidence_level)):
                 _attach_learned(result, learned)
+        _fail_non_finite(baseline)
+        _fail_non_finite(target)
         result = TableSpeedup(
             baseline=baseline,
             target=target,
@@ -191,6 +193,10 @@ class Predictor:
             result.speedup = learned.speedup
             result.speedup_lower, result.speedup_upper = learned.lower, learned.upper
             result.p_speedup_gt_1 = learned.p_speedup_gt_1
+        ok = baseline.resolved.ok & target.resolved.ok
+        with np.errstate(invalid="ignore"):
+            finite = np.isfinite(result.speedup) & (result.speedup > 0)
+        target.resolved.table.fail(ok & ~finite, "--to: the speedup is not a finite number for this job; its figures are too extreme")
         return result
 
     # -- one job ------------------------------------------------------------
@@ -297,6 +303,24 @@ def _physics_row(b: BreakdownArrays, row: int) -> dict[str, float] | None:
         "allreduce_or_ps_s": float(p.comm_s[row]),
         "exposed_comm_s": float(p.exposed_comm_s[row]),
     }
+
+
+def _fail_non_finite(result: TablePrediction) -> None:
+    """Rows whose figures give a step time or component that is not a finite positive number fail, with a reason.
+
+    The job spec's bounds keep every product of valid inputs finite; this is
+    the guarantee that no NaN or infinity leaves the predictor as a number.
+    """
+    b = result.breakdown
+    values = [result.step_time_s, b.io_s, b.compute_s, b.memory_s, b.comm_s]
+    values += [v for v in (result.lower_s, result.upper_s) if v is not None]
+    with np.errstate(invalid="ignore"):
+        finite = np.logical_and.reduce([np.isfinite(v) for v in values]) & (result.step_time_s > 0)
+    result.resolved.table.fail(
+        ~finite,
+        "job: its figures give a step time that is not a finite positive number of seconds; "
+        "check flops_per_sample, param_count and the byte counts against their bounds (`predict schema`)",
+    )
 
 
 def _measured(job: Job) -> float | None:

@@ -13,6 +13,7 @@ schema versions.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from features.build import FEATURE_SCHEMA_VERSION
-from predictor.calibration import CalibrationTable
+from features.errors import SpecError
+from features.analytical import OVERLAP_STRATEGIES
+from predictor.calibration import PERCENTILES, POOLED, CalibrationTable
 
 #: Bump when the artefact's files or their meaning change.
 ARTEFACT_SCHEMA_VERSION = 1
@@ -32,8 +35,17 @@ METADATA_FILE = "metadata.json"
 CARD_FILE = "model_card.md"
 
 
-class ArtefactError(ValueError):
-    """A model directory that is missing, incomplete or from another schema version."""
+class ArtefactError(SpecError):
+    """A model directory that is missing, incomplete, corrupt or from another schema version.
+
+    The message names the first file with a problem and what is wrong with it.
+    """
+
+    def __init__(self, message: str, path: Path | str | None = None):
+        self.field = "--model"
+        self.value = None if path is None else str(path)
+        self.allowed = message
+        ValueError.__init__(self, message)
 
 
 def import_xgboost():
@@ -151,10 +163,21 @@ def save_artefact(path: Path, booster, step: CalibrationTable, speedup: Calibrat
     }
     booster.save_model(str(path / BOOSTER_FILE))
     calibration = {"step": step.to_dict(), "speedup": speedup.to_dict() if speedup is not None else None}
-    (path / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1))
-    (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=_json_default))
+    (path / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=1, allow_nan=False))
+    (path / METADATA_FILE).write_text(json.dumps(_finite_or_null(metadata), indent=2, default=_json_default, allow_nan=False))
     (path / CARD_FILE).write_text(card)
     return path
+
+
+def _finite_or_null(value: Any) -> Any:
+    """Metadata with every NaN or infinite number (an undefined metric) written as null: strict JSON."""
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        return None
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -166,33 +189,170 @@ def _json_default(value: Any) -> Any:
 
 
 def load_artefact(path: Path) -> Artefact:
-    """Load a model directory, checking that it is complete and of this schema version."""
+    """Load a model directory, checking every file it reads; the first problem raises :class:`ArtefactError`.
+
+    Checked: the directory and its files exist; ``metadata.json`` is a JSON
+    object of this schema version whose feature list is the one this version
+    builds, with a valid baseline and domain; ``booster.ubj`` loads and takes that
+    many features; ``calibration.json`` holds
+    percentile tables of the right shape.
+    """
     path = Path(path)
+    if not path.is_dir():
+        raise ArtefactError(f"model directory {path} does not exist" if not path.exists() else f"{path} is not a directory", path)
     for name in (BOOSTER_FILE, CALIBRATION_FILE, METADATA_FILE):
         if not (path / name).is_file():
-            raise ArtefactError(f"model directory {path} has no {name}")
-    metadata = json.loads((path / METADATA_FILE).read_text())
+            raise ArtefactError(f"model directory {path} has no {name}", path)
+    metadata = read_metadata(path)
+    booster = _load_booster(path / BOOSTER_FILE, len(metadata["feature_names"]))
+    step, speedup = _read_calibration(path / CALIBRATION_FILE)
+    return Artefact(path=path, booster=booster, step_calibration=step, speedup_calibration=speedup, metadata=metadata)
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ArtefactError(f"{file}: cannot read it ({exc.strerror})", file) from None
+    except UnicodeDecodeError as exc:
+        raise ArtefactError(f"{file}: not UTF-8 text (byte {exc.start}); the file is corrupt", file) from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ArtefactError(f"{file}: malformed JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); the file is corrupt or truncated", file) from None
+    except (ValueError, RecursionError) as exc:
+        raise ArtefactError(f"{file}: unreadable JSON ({exc})", file) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """A model directory's ``metadata.json``, checked against what this version reads."""
+    file = Path(path) / METADATA_FILE
+    metadata = _read_json(file)
+
+    def bad(problem: str) -> ArtefactError:
+        return ArtefactError(f"{file}: {problem}", file)
+
+    if not isinstance(metadata, dict):
+        raise bad(f"a JSON object is expected, found a {type(metadata).__name__}")
     found = (metadata.get("artefact_schema_version"), metadata.get("feature_schema_version"))
     expected = (ARTEFACT_SCHEMA_VERSION, FEATURE_SCHEMA_VERSION)
     if found != expected:
         raise ArtefactError(
             f"model at {path} has schema versions (artefact, features) {found}; this version reads {expected}: "
-            "retrain it with `predict train`"
+            "retrain it with `predict train`", file,
         )
-    try:
-        from predictor.booster_capi import CApiBooster, CApiUnavailable
+    names = metadata.get("feature_names")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise bad("feature_names must be a list of feature names")
+    wanted = list(feature_names())
+    if names != wanted:
+        where = next((i for i, (a, b) in enumerate(zip(names, wanted)) if a != b), min(len(names), len(wanted)))
+        first = f"position {where}: {names[where] if where < len(names) else None!r} where this version has " \
+                f"{wanted[where] if where < len(wanted) else None!r}"
+        raise bad(f"lists {len(names)} features, this version builds {len(wanted)} ({first}); retrain it with `predict train`")
+    if metadata.get("baseline") not in OVERLAP_STRATEGIES:
+        raise bad(f"baseline {metadata.get('baseline')!r} is not one of {', '.join(OVERLAP_STRATEGIES)}")
+    offset = metadata.get("residual_offset", 0.0)
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or not np.isfinite(offset):
+        raise bad(f"residual_offset {offset!r} is not a finite number")
+    domain = metadata.get("domain")
+    if not isinstance(domain, dict):
+        raise bad("domain must be a JSON object (gpus, architectures, ranges)")
+    for key in ("gpus", "architectures"):
+        if not isinstance(domain.get(key), list):
+            raise bad(f"domain.{key} must be a list of names")
+    ranges = domain.get("ranges")
+    if not isinstance(ranges, dict):
+        raise bad("domain.ranges must be a JSON object of feature ranges")
+    for feature, bounds in ranges.items():
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(v) for v in bounds)):
+            raise bad(f"domain.ranges.{feature} must be [low, high], two finite numbers")
+    return metadata
 
-        booster = CApiBooster(path / BOOSTER_FILE)
-    except CApiUnavailable:
-        xgb = import_xgboost()
-        booster = xgb.Booster()
-        booster.load_model(str(path / BOOSTER_FILE))
-    calibration = json.loads((path / CALIBRATION_FILE).read_text())
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and bool(np.isfinite(value))
+
+
+def feature_names() -> tuple[str, ...]:
+    """The residual's feature names as this version builds them (from one probe job, computed once)."""
+    global _FEATURE_NAMES
+    if _FEATURE_NAMES is None:
+        from features.build import physical_features
+        from features.resolve import resolve
+        from features.table import table_from_rows
+
+        resolved = resolve(table_from_rows([{"model": "resnet50", "gpu": "V100-SXM2-16GB"}]))
+        _FEATURE_NAMES = physical_features(resolved, resolved.breakdown()).names
+    return _FEATURE_NAMES
+
+
+_FEATURE_NAMES: tuple[str, ...] | None = None
+
+
+def _load_booster(file: Path, n_features: int):
+    """The booster, loaded and checked: it must take ``n_features`` columns."""
+    try:
+        try:
+            from predictor.booster_capi import CApiBooster, CApiUnavailable
+
+            booster = CApiBooster(file)
+            count = booster.num_features()
+        except CApiUnavailable:
+            xgb = import_xgboost()
+            booster = xgb.Booster()
+            booster.load_model(str(file))
+            count = booster.num_features()
+    except Exception as exc:  # XGBoost reports a corrupt file as its own error types, which vary by version
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = re.sub(r"^\[[\d:]+\]\s+\S+:\d+:\s*", "", reason)  # XGBoost's "[time] source:line:" prefix
+        raise ArtefactError(f"{file}: not a readable XGBoost model ({reason[:200]}); the file is corrupt or truncated", file) from None
+    if count != n_features:
+        raise ArtefactError(f"{file}: the booster takes {count} features, metadata.json lists {n_features}", file)
+    return booster
+
+
+def _read_calibration(file: Path) -> tuple[CalibrationTable, CalibrationTable | None]:
+    calibration = _read_json(file)
+    if not isinstance(calibration, dict) or not isinstance(calibration.get("step"), dict):
+        raise ArtefactError(f"{file}: a JSON object with a 'step' table is expected", file)
     speedup = calibration.get("speedup")
-    return Artefact(
-        path=path,
-        booster=booster,
-        step_calibration=CalibrationTable.from_dict(calibration["step"]),
-        speedup_calibration=CalibrationTable.from_dict(speedup) if speedup else None,
-        metadata=metadata,
-    )
+    if speedup is not None and not isinstance(speedup, dict):
+        raise ArtefactError(f"{file}: 'speedup' must be a table or null", file)
+    tables = []
+    for key, data in (("step", calibration["step"]), ("speedup", speedup)):
+        if data is None:
+            tables.append(None)
+            continue
+        problem = calibration_problem(data)
+        if problem is not None:
+            raise ArtefactError(f"{file}: table '{key}': {problem}", file)
+        tables.append(CalibrationTable.from_dict(data))
+    return tables[0], tables[1]
+
+
+def calibration_problem(data: dict) -> str | None:
+    """What is wrong with a stored calibration table (None when it is usable)."""
+    percentiles = data.get("percentiles")
+    if not isinstance(percentiles, list) or len(percentiles) != len(PERCENTILES) or not all(_is_number(p) for p in percentiles):
+        return f"percentiles must be a list of {len(PERCENTILES)} numbers"
+    if list(np.round(percentiles, 1)) != list(PERCENTILES):
+        return "percentiles differ from this version's"
+    bins = data.get("bins")
+    if not isinstance(bins, dict) or POOLED not in bins:
+        return f"bins must be a JSON object including the pooled bin '{POOLED}'"
+    for name, entry in bins.items():
+        if not isinstance(entry, dict):
+            return f"bin {name!r} must be a JSON object with n, lower and upper"
+        n = entry.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return f"bin {name!r}: n must be a whole number >= 0"
+        for side in ("lower", "upper"):
+            values = entry.get(side)
+            if not isinstance(values, list) or len(values) != len(PERCENTILES) or not all(_is_number(v) for v in values):
+                return f"bin {name!r}: {side} must be a list of {len(PERCENTILES)} finite numbers"
+    return None

@@ -64,6 +64,12 @@ class CApiBooster:
         _check(lib.XGBoosterCreate(None, ctypes.c_uint64(0), ctypes.byref(self._handle)))
         _check(lib.XGBoosterLoadModel(self._handle, str(path).encode()))
 
+    def num_features(self) -> int:
+        """How many input columns the booster was trained on."""
+        count = ctypes.c_uint64()
+        _check(_lib().XGBoosterGetNumFeature(self._handle, ctypes.byref(count)))
+        return int(count.value)
+
     def inplace_predict(self, features: np.ndarray) -> np.ndarray:
         """Predicted values for the rows of a float matrix (NaN = missing), as float32.
 

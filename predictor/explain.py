@@ -25,6 +25,7 @@ from features.jobspec import flatten
 from features.layout import is_layout_job
 from features.table import table_from_rows
 from predictor.api import JobLike, Predictor, TablePrediction, as_job
+from predictor.outputs import output_file
 
 
 def family_matrix(feature_names: Sequence[str]) -> np.ndarray:
@@ -230,8 +231,7 @@ def plot_waterfall(explanation: Explanation | SpeedupExplanation, out: Path) -> 
     ax.axhline(0, color="black", lw=0.5)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = output_file(out, "--plot")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out

@@ -20,7 +20,7 @@ import numpy as np
 from features.analytical import BreakdownArrays
 from features.build import physical_features
 from features.resolve import ResolvedJobs
-from predictor.artefact import Artefact
+from predictor.artefact import Artefact, ArtefactError
 from features.table import factorize
 from predictor.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
 from predictor.domain import SHRINK_PER_UNSEEN, unseen_facts
@@ -59,7 +59,7 @@ def predict_times_together(
     frames = [physical_features(resolved, breakdown) for resolved, breakdown in sides]
     for frame in frames:
         if list(frame.names) != artefact.feature_names:
-            raise ValueError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`")
+            raise ArtefactError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`", artefact.path)
     values = frames[0].values if len(frames) == 1 else np.concatenate([frame.values for frame in frames])
     residuals = np.split(artefact.predict_residual(values), np.cumsum([len(frame.values) for frame in frames])[:-1])
     return [
@@ -156,7 +156,9 @@ def predict_speedup(
         bins[extrapolating] = POOLED
         low, high = table.interval(log_ratio, bins, confidence_level)
         p = table.probability_above(log_ratio, bins, 0.0)
+    # The identity what-if has the same features on both sides, so its log ratio is exactly 0 already;
+    # its interval is the point 1.0x (nothing changes), and nothing makes it faster.
     identity = kinds == IDENTITY
-    low[identity] = high[identity] = log_ratio[identity] = 0.0
+    low[identity] = high[identity] = 0.0
     p[identity] = 0.0
     return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p)

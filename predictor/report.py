@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from features.analytical import COMPONENTS
@@ -17,6 +18,15 @@ _console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isa
 
 _METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
 _OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped", "roofline": "roofline physics"}
+
+
+def safe_text(text: object) -> str:
+    """User-given text (a job name, a scenario) as it may reach a terminal: control bytes shown
+    as escapes (no terminal sequences run) and rich markup escaped (``[bold]`` stays literal)."""
+    shown = "".join(
+        char if char.isprintable() or char == " " else repr(char)[1:-1] for char in str(text)
+    )
+    return escape(shown)
 
 
 def _seconds(value: float) -> str:
@@ -42,7 +52,7 @@ def _bottleneck(prediction: Prediction) -> str:
 
 def print_breakdown(prediction: Prediction) -> None:
     b = prediction.breakdown
-    table = Table(title=f"{prediction.name}: step breakdown", title_justify="left")
+    table = Table(title=f"{safe_text(prediction.name)}: step breakdown", title_justify="left")
     table.add_column("component")
     table.add_column("seconds", justify="right")
     table.add_column("share", justify="right")
@@ -64,7 +74,7 @@ def print_breakdown(prediction: Prediction) -> None:
 
 def print_prediction(prediction: Prediction) -> None:
     _console.print(
-        f"[bold]{prediction.name}[/bold]: {_seconds(prediction.step_time_s)} s per step, "
+        f"[bold]{safe_text(prediction.name)}[/bold]: {_seconds(prediction.step_time_s)} s per step, "
         f"{prediction.throughput_samples_per_s:,.0f} samples/s{_interval(prediction)} "
         f"({_METHOD_TEXT[prediction.method]}, {_OVERLAP_TEXT[prediction.overlap]})"
     )
@@ -73,14 +83,14 @@ def print_prediction(prediction: Prediction) -> None:
         _console.print(f"measured: {_seconds(prediction.measured_step_time_s)} s ({error:+.0%} off)")
     print_breakdown(prediction)
     for warning in prediction.warnings:
-        _console.print(f"[yellow]warning:[/yellow] {warning}")
+        _console.print(f"[yellow]warning:[/yellow] {safe_text(warning)}")
 
 
 def print_speedup(result: SpeedupPrediction) -> None:
     base, target = result.baseline, result.target
     verdict = "faster" if result.speedup >= 1 else "slower"
     factor = result.speedup if result.speedup >= 1 else 1 / result.speedup
-    line = f"[bold]{base.name}[/bold] -> {' + '.join(result.scenario)}: {factor:.2f}x {verdict}"
+    line = f"[bold]{safe_text(base.name)}[/bold] -> {safe_text(' + '.join(result.scenario))}: {factor:.2f}x {verdict}"
     if result.speedup_lower is not None:
         line += (
             f" (speedup {result.speedup:.2f}, {result.confidence_level:.0%} interval "
@@ -102,7 +112,7 @@ def print_speedup(result: SpeedupPrediction) -> None:
         "target: " + ", ".join(f"{k}={changed[k]}" for k in ("architecture", "workers", "gpus_per_worker", "gpu", "intra_node_link", "network", "precision") if k in changed)
     )
     for warning in dict.fromkeys(base.warnings + target.warnings):
-        _console.print(f"[yellow]warning:[/yellow] {warning}")
+        _console.print(f"[yellow]warning:[/yellow] {safe_text(warning)}")
 
 
 def devices_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -182,7 +192,10 @@ def print_explanation(explanation) -> None:
     from predictor.explain import SpeedupExplanation
 
     if isinstance(explanation, SpeedupExplanation):
-        _console.print(f"[bold]{explanation.baseline.name}[/bold] under {' + '.join(explanation.scenario)}: {explanation.summary()}")
+        _console.print(
+            f"[bold]{safe_text(explanation.baseline.name)}[/bold] under {safe_text(' + '.join(explanation.scenario))}: "
+            f"{safe_text(explanation.summary())}"
+        )
         table = Table(title_justify="left")
         table.add_column("component")
         table.add_column("baseline (s)", justify="right")
@@ -194,7 +207,7 @@ def print_explanation(explanation) -> None:
         if factors:
             _print_factors("learned residual, baseline over target (>1 adds to the speedup)", factors)
         return
-    _console.print(f"[bold]{explanation.name}[/bold]: {explanation.summary()}")
+    _console.print(f"[bold]{safe_text(explanation.name)}[/bold]: {safe_text(explanation.summary())}")
     table = Table(title_justify="left")
     table.add_column("component")
     table.add_column("seconds", justify="right")

@@ -18,6 +18,7 @@ from features.hardware import hardware_catalog
 from features.resolve import resolve
 from features.table import table_from_rows
 from features.workloads import workload_catalog
+from predictor.outputs import output_file
 
 
 def operating_points(gpu: str, models: Sequence[str], precision: str) -> list[tuple[str, float, float]]:
@@ -73,8 +74,7 @@ def plot_roofline(gpu: str, models: Sequence[str] | None, precision: str, out: P
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = output_file(out, "--out")
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out

@@ -53,3 +53,18 @@ def trained(tmp_path_factory, testbed_runs):
     uri = f"sqlite:///{root / 'mlflow.db'}"
     result = train(testbed_runs, trials=2, out_dir=root / "model", tracking_uri=uri, register=True, progress=False)
     return result, uri
+
+
+# Hypothesis profiles. "default" keeps the whole default run within its time budget; "long"
+# (pytest --hypothesis-profile=long) runs 2,500 examples per property, which puts 10,000
+# generated job files through the four answering commands (tests/test_fuzz_cli.py).
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("default", max_examples=40, deadline=None)
+settings.register_profile(
+    "long", max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
+
+
+def pytest_configure(config):
+    settings.load_profile(config.getoption("hypothesis_profile", None) or "default")

@@ -162,12 +162,24 @@ def test_predictor_uses_the_model_and_flags_unseen_gpus(trained):
 
 
 def test_missing_default_model_falls_back_with_a_warning(monkeypatch, tmp_path, ps_job):
+    """Without a shipped model (an install without models/) the analytical model answers, with a warning."""
     from predictor import Predictor
 
-    monkeypatch.setenv("PREDICT_MODEL_DIR", str(tmp_path / "nothing"))
+    monkeypatch.delenv("PREDICT_MODEL_DIR", raising=False)
+    monkeypatch.setattr("predictor.api.DEFAULT_MODEL_DIR", tmp_path / "nothing")
     prediction = Predictor().time(ps_job)
     assert prediction.method == "analytical"
     assert any("analytical model only" in w for w in prediction.warnings)
+
+
+def test_predict_model_dir_set_to_a_missing_directory_is_an_error(monkeypatch, tmp_path):
+    """A directory the user named explicitly is not silently replaced by the analytical model."""
+    from features.errors import SpecError
+    from predictor import Predictor
+
+    monkeypatch.setenv("PREDICT_MODEL_DIR", str(tmp_path / "nothing"))
+    with pytest.raises(SpecError, match="PREDICT_MODEL_DIR"):
+        Predictor()
 
 
 def test_grouped_folds_never_split_a_group(dataset):

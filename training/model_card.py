@@ -29,6 +29,8 @@ Created {meta['created_at']}; MLflow run `{meta.get('mlflow_run_id', 'none')}`.
 XGBoost on physical features of the PAI analytical breakdown (io, compute, memory,
 communication; see `features/analytical.py`), predicting the log of measured over
 analytical ({meta['baseline']}) step time. Prediction = analytical x exp(residual).
+The residual is monotone where physics fixes the sign (`features/build.py`, MONOTONE_SIGNS):
+more bandwidth, NICs, peak FLOP/s or memory bandwidth never predict a slower step.
 Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type,
 MLPerf benchmark or testbed topology), Mondrian by architecture and network tier; speedup intervals
 calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.

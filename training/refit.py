@@ -14,13 +14,14 @@ on the user's own leave-one-out residuals; with fewer, the base model's stay.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from features.errors import SpecError
 from predictor.artefact import load_artefact, save_artefact
+from predictor.outputs import model_output_dir
 from training.calibration import fit_table
 from predictor.calibration import run_bin_keys
 from training.dataset import Dataset
@@ -56,7 +57,13 @@ class RefitResult:
 
 
 def refit(base_dir: Path, ds: Dataset, out_dir: Path, name: str) -> RefitResult:
-    """A new artefact in ``out_dir``: the base model plus this cluster's offset (and intervals)."""
+    """A new artefact in ``out_dir``: the base model plus this cluster's offset (and intervals).
+
+    ``out_dir`` must be new, empty or a model directory this tool wrote, and not the base model itself.
+    """
+    out_dir = model_output_dir(out_dir, "--out")
+    if out_dir.resolve() == Path(base_dir).resolve():
+        raise SpecError("--out", str(out_dir), "is the base model; give a new directory (the base model is left untouched)")
     base = load_artefact(base_dir)
     if Path(out_dir).resolve() == Path(base_dir).resolve():
         raise ValueError("refit writes a new model directory; choose an --out other than the base model")
@@ -83,9 +90,6 @@ def refit(base_dir: Path, ds: Dataset, out_dir: Path, name: str) -> RefitResult:
             "recalibrated": recalibrated,
         },
     }
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
     card = (base.path / "model_card.md").read_text() if (base.path / "model_card.md").exists() else ""
     card += (
         f"\n## Refit '{name}'\nAdapted with {n} measured runs: log offset {offset:+.3f} "

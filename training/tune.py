@@ -59,7 +59,7 @@ def tune(ds: Dataset, n_trials: int, seed: int = 0, progress: bool = True) -> Tu
         errors = []
         for k, (train, valid) in enumerate(splits):
             model = ResidualRegressor(params=params, num_boost_round=rounds)
-            model.fit(X[train], y[train], sample_weight=weights[train])
+            model.fit(X[train], y[train], sample_weight=weights[train], feature_names=ds.features.names)
             errors.append(np.mean(ape(ds.log_analytical_s[valid] + model.predict(X[valid]), ds.log_measured_s[valid])))
             trial.report(float(np.mean(errors)), k)
             if trial.should_prune():

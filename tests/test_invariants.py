@@ -1,0 +1,160 @@
+"""The shipped model keeps the physics' signs: five invariants over generated jobs and what-ifs.
+
+1. More bandwidth (network, intra-node, host link) never predicts a slower step.
+2. More NICs per node never predicts a slower step.
+3. More peak FLOP/s never predicts a slower step.
+4. More memory bandwidth never predicts a slower step.
+5. The identity what-if, and a what-if that changes no component the job
+   uses, give exactly 1.0x.
+
+1-4 perturb the resolved hardware figures of a batch of generated jobs and
+compare the learned step times (analytical baseline x residual) row by row;
+they hold by construction (monotone constraints on features that move one
+way under every upgrade), so the comparison is exact, with no tolerance.
+The number of examples follows the Hypothesis profile (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from features.errors import SpecError
+from features.hardware import hardware_catalog
+from features.resolve import resolve
+from features.table import table_from_rows
+from features.workloads import workload_catalog
+from predictor import Predictor
+from predictor.api import DEFAULT_MODEL_DIR
+from predictor.artefact import load_artefact
+from predictor.learned import predict_times
+
+CATALOG = hardware_catalog()
+GPUS = sorted(CATALOG.devices.names())
+NETWORKS = sorted(link.name for link in CATALOG.links_of_kind("network"))
+MODELS = sorted(workload_catalog().workloads.names())
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_artefact(DEFAULT_MODEL_DIR)
+
+
+job_rows = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(MODELS),
+        "gpu": st.sampled_from(GPUS),
+        "architecture": st.sampled_from(["single", "allreduce-local", "allreduce-cluster", "ps-worker"]),
+        "workers": st.sampled_from([1, 2, 4, 8, 16, 64]),
+        "gpus_per_worker": st.sampled_from([1, 2, 4, 8]),
+        "parameter_servers": st.sampled_from([1, 2, 4]),
+        "network": st.sampled_from(NETWORKS),
+        "nics_per_node": st.sampled_from([1, 2, 4, 8]),
+        "precision": st.sampled_from(["fp32", "tf32", "fp16", "bf16"]),
+        "framework": st.sampled_from(["pytorch", "tensorflow", "mxnet"]),
+        "software_stack": st.sampled_from(["stock", "tuned"]),
+        "batch_size_per_gpu": st.sampled_from([None, 1, 8, 64, 256]),
+    }
+)
+
+
+def _resolved(rows):
+    resolved = resolve(table_from_rows(rows))
+    assume(resolved.ok.any())
+    return resolved
+
+
+def _learned_log_step(artefact, resolved) -> np.ndarray:
+    return predict_times(artefact, resolved, resolved.breakdown(), 0.9).log_step_time_s[resolved.ok]
+
+
+def _upgraded(resolved, factor: float, *fields: str):
+    return dataclasses.replace(resolved, **{f: getattr(resolved, f) * factor for f in fields})
+
+
+UPGRADES = {
+    "network bandwidth": ("network_bw_bytes_per_s",),
+    "intra-node bandwidth": ("intra_node_bw_bytes_per_s",),
+    "host-link bandwidth": ("host_link_bw_bytes_per_s",),
+    "every link's bandwidth": ("network_bw_bytes_per_s", "intra_node_bw_bytes_per_s", "host_link_bw_bytes_per_s"),
+    "NICs per node": ("nics_per_node",),
+    "peak FLOP/s (every precision)": ("peak_flops_per_s", "fp32_peak_flops_per_s"),
+    "peak FLOP/s at the training precision": ("peak_flops_per_s",),
+    "memory bandwidth": ("memory_bw_bytes_per_s",),
+}
+
+
+@pytest.mark.parametrize("upgrade", list(UPGRADES))
+@given(rows=st.lists(job_rows, min_size=1, max_size=12), factor=st.sampled_from([1.0001, 1.1, 1.5, 2.0, 4.0, 16.0]))
+def test_an_upgrade_is_never_predicted_slower(shipped, upgrade, rows, factor):
+    """Invariants 1-4: multiplying a bandwidth, the NICs or a peak by ``factor`` > 1 never raises the learned step time."""
+    resolved = _resolved(rows)
+    before = _learned_log_step(shipped, resolved)
+    after = _learned_log_step(shipped, _upgraded(resolved, factor, *UPGRADES[upgrade]))
+    assert np.all(after <= before), (upgrade, factor, np.exp(before - after).min())
+
+
+@given(rows=st.lists(job_rows, min_size=1, max_size=12))
+def test_a_ladder_of_network_upgrades_is_never_slower(shipped, rows):
+    """Invariant 1 on the catalogue's own NICs: each faster tier (no slower latency) is never predicted slower."""
+    resolved = _resolved(rows)
+    links = sorted(CATALOG.links_of_kind("network"), key=lambda link: (link.bw_bytes_per_s, -link.latency_s))
+    previous = None
+    for link in links:
+        at = dataclasses.replace(
+            resolved,
+            network_bw_bytes_per_s=np.full(len(rows), link.bw_bytes_per_s),
+            network_latency_s=np.full(len(rows), link.latency_s),
+        )
+        now = _learned_log_step(shipped, at)
+        if previous is not None and link.latency_s <= previous[0].latency_s:
+            assert np.all(now <= previous[1]), (previous[0].name, link.name)
+        previous = (link, now)
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    return Predictor()
+
+
+@given(row=job_rows)
+def test_identity_what_if_is_exactly_one(predictor, row):
+    """Invariant 5a: a scenario that sets fields to the values they have gives exactly 1.0x."""
+    job = {
+        "workload": {k: row[k] for k in ("model", "precision", "framework")},
+        "parallelism": {k: row[k] for k in ("architecture", "workers", "gpus_per_worker")},
+        "cluster": {"gpu": row["gpu"], "network": row["network"], "nics_per_node": row["nics_per_node"]},
+    }
+    to = [f"network={row['network']}", f"precision={row['precision']}", f"workers={row['workers']}"]
+    try:
+        result = predictor.speedup(job, to)
+    except SpecError:
+        assume(False)
+    assert result.speedup == 1.0
+
+
+@given(row=job_rows, other=st.sampled_from(NETWORKS), nics=st.sampled_from([1, 2, 8]))
+def test_a_change_to_an_unused_component_is_exactly_one(predictor, row, other, nics):
+    """Invariant 5b: the network and NICs of a one-node job, or the intra-node link of a one-GPU job, change nothing."""
+    one_node = {
+        "workload": {"model": row["model"], "precision": row["precision"]},
+        "parallelism": {"architecture": "allreduce-local", "workers": 1, "gpus_per_worker": row["gpus_per_worker"]},
+        "cluster": {"gpu": row["gpu"], "network": row["network"]},
+    }
+    single = {"workload": {"model": row["model"]}, "cluster": {"gpu": row["gpu"]}}
+    try:
+        predictor.time(one_node)
+    except SpecError:
+        assume(False)
+    assert predictor.speedup(one_node, [other]).speedup == 1.0
+    assert predictor.speedup(one_node, [f"nics_per_node={nics}"]).speedup == 1.0
+    assert predictor.speedup(single, [other, f"nics_per_node={nics}"]).speedup == 1.0
+    try:
+        unused_link = predictor.speedup(single, ["intra_node_link=pcie-gen3"])
+    except SpecError:  # a link this GPU cannot take is refused, not predicted
+        return
+    assert unused_link.speedup == 1.0
