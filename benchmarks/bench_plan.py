@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from features.jobspec import load_job
-    from features.layout import layout_job_from_row
+    from features.layout_spec import layout_job_from_row
     from features.layout_plan import plan
 
     job = layout_job_from_row(load_job(JOB).row)

@@ -21,7 +21,7 @@ def plan_command(
     Example: predict plan --job examples/jobs/llama-70b-512-h100.json --gpus 1024
     """
     from features.jobspec import load_job
-    from features.layout import layout_job_from_row
+    from features.layout_spec import layout_job_from_row
     from features.layout_plan import plan
 
     spec = load_job(job)

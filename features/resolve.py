@@ -18,14 +18,7 @@ from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.errors import UnknownNameError
 from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
 from features.mechanisms import PhysicsConstants, physics_constants
-from features.workloads import (
-    DEFAULT_BYTES_PER_OTHER_FLOP,
-    DEFAULT_KERNELS_BACKWARD,
-    DEFAULT_KERNELS_FORWARD,
-    DEFAULT_KERNELS_OPTIMIZER_FOREACH,
-    DEFAULT_MATRIX_KERNELS,
-    DEFAULT_MEMORY_BOUND_BYTE_SHARE,
-)
+from features.op_class_split import first_given, op_classes
 from features.rules import check_links, check_not_layout, check_parallelism, check_workload
 from features.table import JobTable, factorize, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
@@ -298,20 +291,20 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     def catalogue_or_nan(values: np.ndarray) -> np.ndarray:
         return np.where(has_model, values[safe_model], np.nan)
 
-    flops = _first_given(cols["flops_per_sample"], catalogue_or_nan(cat.workload_flops_per_sample))
-    memory = _first_given(
+    flops = first_given(cols["flops_per_sample"], catalogue_or_nan(cat.workload_flops_per_sample))
+    memory = first_given(
         cols["memory_bytes_per_sample"],
         catalogue_or_nan(cat.workload_memory_bytes_per_sample_fp32) * bytes_per_element / BYTES_PER_ELEMENT["fp32"],
     )
-    input_bytes = _first_given(cols["input_bytes_per_sample"], catalogue_or_nan(cat.workload_input_bytes_per_sample))
-    param_count = _first_given(
+    input_bytes = first_given(cols["input_bytes_per_sample"], catalogue_or_nan(cat.workload_input_bytes_per_sample))
+    param_count = first_given(
         cols["param_count"],
         cols["gradient_bytes"] / gradient_bytes_per_element,
         catalogue_or_nan(cat.workload_dense_param_count),
     )
-    gradient_bytes = _first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
-    batch = _first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
-    op = _op_classes(cols, cat, has_model, safe_model, flops, memory)
+    gradient_bytes = first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
+    batch = first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
+    op = op_classes(cols, cat, has_model, safe_model, flops, memory)
     check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
@@ -394,69 +387,5 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     )
 
 
-def _op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -> dict[str, np.ndarray]:
-    """Per-sample op-class volumes and per-step kernels of every job.
-
-    A job's own op-class fields win. Otherwise a catalogue model's counted
-    split (ratios of its op classes to its totals) is applied to the job's
-    totals, so a job that overrides ``flops_per_sample`` scales its classes;
-    a custom model gets the documented default split (features/workloads.py).
-    """
-
-    def catalogue_or(values: np.ndarray, default: float) -> np.ndarray:
-        return np.where(has_model, values[safe_model], default)
-
-    matrix_ratio = catalogue_or(cat.workload_matrix_flop_ratio, 1.0)
-    bound_share = catalogue_or(cat.workload_memory_bound_share, DEFAULT_MEMORY_BOUND_BYTE_SHARE)
-    default_other = memory * DEFAULT_MEMORY_BOUND_BYTE_SHARE / DEFAULT_BYTES_PER_OTHER_FLOP
-    other_flops = np.where(has_model, flops * catalogue_or(cat.workload_other_flop_ratio, 0.0), default_other)
-    matrix_flops = _first_given(cols["matrix_flops_per_sample"], flops * matrix_ratio)
-    bound_bytes = _first_given(cols["memory_bound_bytes_per_sample"], memory * bound_share)
-    default_kernels = DEFAULT_KERNELS_FORWARD + DEFAULT_KERNELS_BACKWARD + DEFAULT_KERNELS_OPTIMIZER_FOREACH
-    kernels = _first_given(cols["kernels_per_step"], catalogue_or(cat.workload_kernels, default_kernels))
-    catalogue_kernels = catalogue_or(cat.workload_kernels, default_kernels)
-    # A job's own kernel count keeps the catalogue's (or the default's) backward and matrix shares.
-    kernel_scale = kernels / catalogue_kernels
-    return {
-        "matrix_flops_per_sample": matrix_flops,
-        "other_flops_per_sample": other_flops,
-        "matrix_bytes_per_sample": np.maximum(memory - bound_bytes, 0.0),
-        "memory_bound_bytes_per_sample": bound_bytes,
-        "kernels_per_step": kernels,
-        "backward_kernels_per_step": catalogue_or(cat.workload_backward_kernels, DEFAULT_KERNELS_BACKWARD) * kernel_scale,
-        "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * kernel_scale,
-    }
-
-
 def _per_precision(precision: np.ndarray, table: dict[str, float]) -> np.ndarray:
     return map_values(precision, table, np.nan)
-
-
-def _first_given(*candidates: np.ndarray) -> np.ndarray:
-    out = np.asarray(candidates[0], float)
-    for candidate in candidates[1:]:
-        out = np.where(np.isnan(out), candidate, out)
-    return out
-
-
-def bottleneck_links(resolved: ResolvedJobs, breakdown: BreakdownArrays, catalogs: CatalogArrays | None = None) -> np.ndarray:
-    """Per job, the link behind an io or communication bottleneck (None for compute and memory).
-
-    Communication names the slower of the intra-node link and the network; a
-    PS/Worker network bound by the servers' NICs says so.
-    """
-    cat = catalogs or catalog_arrays()
-    code = breakdown.bottleneck_code()
-    names = np.array(cat.link_names + [None], object)
-    host = np.where(resolved.device_index >= 0, cat.host_link_index[np.maximum(resolved.device_index, 0)], -1)
-    intra = names[resolved.intra_link_index]
-    network = names[resolved.network_link_index]
-    fan_in_names = np.array([name + " (parameter-server fan-in)" for name in cat.link_names] + [None], object)
-    fan_in = breakdown.comm.ps_fan_in_bound
-    network_label = np.where(fan_in, fan_in_names[resolved.network_link_index], network)
-    comm_link = np.where(breakdown.comm.network_s >= breakdown.comm.intra_node_s, network_label, intra)
-    out = np.full(len(code), None, object)
-    out[code == 0] = names[host][code == 0]
-    out[code == 3] = comm_link[code == 3]
-    out[~resolved.ok] = None
-    return out

@@ -19,8 +19,9 @@ from features import scenarios
 from features.analytical import COMPONENTS, OVERLAP_STRATEGIES, BreakdownArrays
 from features.errors import RowError, SpecError
 from features.jobspec import Job, flatten, job_from_dict, load_job
-from features.layout import is_layout_job
-from features.resolve import ResolvedJobs, bottleneck_links, catalog_arrays, resolve
+from features.layout_spec import is_layout_job
+from features.bottleneck_links import bottleneck_links
+from features.resolve import ResolvedJobs, catalog_arrays, resolve
 from features.table import JobTable, table_from_rows
 from predictor.results import Breakdown, Prediction, SpeedupPrediction
 

@@ -22,7 +22,7 @@ from features import scenarios
 from features.analytical import COMPONENTS
 from features.build import FAMILIES, feature_family, physical_features
 from features.jobspec import flatten
-from features.layout import is_layout_job
+from features.layout_spec import is_layout_job
 from features.table import table_from_rows
 from predictor.api import JobLike, Predictor, TablePrediction, as_job
 from predictor.outputs import output_file

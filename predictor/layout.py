@@ -23,9 +23,9 @@ from features.layout import (
     LayoutBreakdown,
     LayoutJob,
     does_not_fit_message,
-    layout_job_from_row,
     step_breakdown,
 )
+from features.layout_spec import layout_job_from_row
 from features.table import table_from_rows
 
 

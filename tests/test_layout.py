@@ -13,7 +13,8 @@ from cli.main import app
 from features.analytical import ring_allreduce_s
 from features.errors import SpecError
 from features.jobspec import job_from_dict, load_job
-from features.layout import MATMUL_EFFICIENCY, Layout, layout_job_from_row, step_breakdown, transformer_catalog
+from features.layout import MATMUL_EFFICIENCY, Layout, step_breakdown, transformer_catalog
+from features.layout_spec import layout_job_from_row
 from features.layout_collectives import Links, data_parallel_s
 from features.layout_plan import plan
 from features.transformer import stage_param_count

@@ -40,7 +40,8 @@ import pandas as pd
 
 from features.errors import SpecError
 from features.hardware import hardware_catalog
-from features.layout import MATMUL_EFFICIENCY, LayoutJob, layout_job_from_row, step_breakdown
+from features.layout import MATMUL_EFFICIENCY, LayoutJob, step_breakdown
+from features.layout_spec import layout_job_from_row
 from training.sources import SHARED_DATA
 
 CONFIGS_FILE = "mlperf_llm_configs.csv"
