@@ -71,11 +71,21 @@ def is_missing(values: np.ndarray) -> np.ndarray:
         return np.isnan(values)
     if values.dtype.kind in "iub":
         return np.zeros(len(values), bool)
-    return np.fromiter(
-        (v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip()) for v in values),
-        bool,
-        len(values),
-    )
+    if len(values) <= 1000 and "pandas" not in sys.modules:  # pandas stays off the single-job path
+        return np.fromiter(
+            (v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip()) for v in values),
+            bool,
+            len(values),
+        )
+    import pandas as pd
+
+    # None and NaN in C; only the values left are looked at one by one, for blank strings.
+    missing = np.asarray(pd.isna(values), bool)
+    given = np.flatnonzero(~missing)
+    if len(given):
+        blank = np.fromiter((isinstance(v, str) and not v.strip() for v in values[given]), bool, len(given))
+        missing[given[blank]] = True
+    return missing
 
 
 def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
