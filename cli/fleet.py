@@ -90,7 +90,7 @@ def fleet_command(
     import pandas as pd
 
     scored = pd.concat(kept).reset_index(drop=True)
-    for line in fleet.summarize(scored, to, overlap, method=predictor.method).lines():
+    for line in fleet.summarize(scored, to, predictor.baseline, method=predictor.method).lines():
         typer.echo(line)
     for warning in predictor.warnings:
         typer.echo(f"warning: {warning}", err=True)
