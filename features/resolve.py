@@ -76,6 +76,9 @@ class ResolvedJobs:
     network_tree_efficiency: np.ndarray | None = None
     network_call_latency_s: np.ndarray | None = None
     is_tuned: np.ndarray | None = None
+    #: Matrix operators run on tensor cores: the catalogue's peak at the training precision is above
+    #: its FP32 peak. Fixed at resolution, so a what-if on a peak changes the rate, never the class.
+    uses_tensor_cores: np.ndarray | None = None
     catalogs: CatalogArrays | None = None
 
     @property
@@ -133,7 +136,9 @@ class ResolvedJobs:
             peak_flops_per_s=self.peak_flops_per_s,
             fp32_peak_flops_per_s=self.fp32_peak_flops_per_s,
             memory_bw_bytes_per_s=self.memory_bw_bytes_per_s,
-            uses_tensor_cores=self.peak_flops_per_s > self.fp32_peak_flops_per_s,
+            uses_tensor_cores=(
+                self.peak_flops_per_s > self.fp32_peak_flops_per_s if self.uses_tensor_cores is None else self.uses_tensor_cores
+            ),
             sm_count=self.sm_count,
             is_gpu=self.device_is_gpu,
             kernel_launch_latency_s=self.kernel_launch_latency_s,
@@ -342,6 +347,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     software_latency = cat.software_launch_latency_s[framework, stack]
     software_host = cat.software_host_overhead_s[framework, stack]
 
+    precision_peak = cat.peak_flops_per_s[safe_device, precision_index]
+    fp32_peak = cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]
     return ResolvedJobs(
         table=table,
         device_index=np.where(ok, device, -1),
@@ -356,8 +363,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         input_bytes_per_sample=masked(input_bytes),
         param_count=masked(param_count),
         gradient_bytes=masked(gradient_bytes),
-        peak_flops_per_s=masked(cat.peak_flops_per_s[safe_device, precision_index]),
-        fp32_peak_flops_per_s=masked(cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]),
+        peak_flops_per_s=masked(precision_peak),
+        fp32_peak_flops_per_s=masked(fp32_peak),
         device_release_year=masked(cat.release_year[safe_device]),
         memory_bw_bytes_per_s=masked(cat.memory_bw_bytes_per_s[safe_device]),
         host_link_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[cat.host_link_index[safe_device]]),
@@ -383,6 +390,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         network_tree_efficiency=masked(cat.link_tree_efficiency[safe_network]),
         network_call_latency_s=masked(cat.link_call_latency_s[safe_network]),
         is_tuned=np.where(ok, stack == SOFTWARE_STACKS.index("tuned"), False),
+        uses_tensor_cores=np.where(ok, precision_peak > fp32_peak, False),
         catalogs=cat,
     )
 

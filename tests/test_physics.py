@@ -312,3 +312,15 @@ def test_held_out_group_takes_no_part_in_the_fit():
     ape = held_out_ape(problem, everything, groups, groups == "A100")
     np.testing.assert_allclose(ape[groups == "A100"], 2.0 / 3.0, rtol=1e-3)
     assert np.isnan(ape[groups == "H100"]).all()
+
+
+def test_a_faster_peak_never_moves_an_fp32_job_onto_tensor_core_efficiency():
+    """An FP32 job's peak is its FP32 peak; raising it 0.01% must speed the matrix term by 0.01%, not switch its efficiency."""
+    job = _job()
+    job["workload"]["precision"] = "fp32"
+    resolved = _resolved([job])
+    assert not resolved.uses_tensor_cores[0] and resolved.peak_flops_per_s[0] == resolved.fp32_peak_flops_per_s[0]
+    faster = dataclasses.replace(resolved, peak_flops_per_s=resolved.peak_flops_per_s * 1.0001)
+    before = resolved.breakdown().physics.device.matrix_s[0]
+    after = faster.breakdown().physics.device.matrix_s[0]
+    assert after == pytest.approx(before / 1.0001, rel=1e-9)  # compute-bound: the rate, not the class, changed
