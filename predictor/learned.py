@@ -22,7 +22,7 @@ from features.build import physical_features
 from features.resolve import ResolvedJobs
 from predictor.artefact import Artefact, ArtefactError
 from features.table import factorize
-from predictor.calibration import IDENTITY, POOLED, pair_bins, pair_kind, step_bins
+from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, step_bins
 from predictor.domain import SHRINK_PER_UNSEEN, unseen_facts
 
 #: Features whose training range bounds the model's domain, with their user-facing names.
@@ -71,19 +71,31 @@ def predict_times_together(
 def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, frame, residual: np.ndarray, confidence_level: float) -> LearnedTimes:
     log_physics = np.log(breakdown.step_time_s(artefact.baseline))
     columns = resolved.table.columns
-    extrapolation = domain_notes(artefact, resolved, frame)
-    # Outside the seen combinations the correction fades toward the physics (predictor.domain).
-    unseen, combination_notes = unseen_facts(artefact.metadata["domain"], resolved)
-    log_step = log_physics + residual * SHRINK_PER_UNSEEN**unseen
+    domain = artefact.metadata["domain"]
+    extrapolation = domain_notes(domain, resolved, frame)
+    unseen, combination_notes = unseen_facts(domain, resolved)
     extrapolation = _merge_notes(extrapolation, combination_notes)
     bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"], columns["software_stack"])
     bins[extrapolation != None] = POOLED  # noqa: E711
-    low, high = artefact.step_calibration.interval(log_step, bins, confidence_level)
-    faded = unseen > 0
-    if faded.any():  # the interval holds the unfaded prediction's too
-        low_full, high_full = artefact.step_calibration.interval(log_physics[faded] + residual[faded], bins[faded], confidence_level)
-        low[faded], high[faded] = np.minimum(low[faded], low_full), np.maximum(high[faded], high_full)
+    log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, unseen, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
+
+
+def faded_prediction(
+    calibration: CalibrationTable, log_physics: np.ndarray, residual: np.ndarray, unseen: np.ndarray, bins: np.ndarray, confidence_level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Log step time and its interval, the correction faded toward the physics by unseen facts (:mod:`predictor.domain`).
+
+    A faded job's interval holds the unfaded prediction's interval too. The
+    held-out evaluation scores predictions made by this same function.
+    """
+    log_step = log_physics + residual * SHRINK_PER_UNSEEN**unseen
+    low, high = calibration.interval(log_step, bins, confidence_level)
+    faded = unseen > 0
+    if faded.any():
+        low_full, high_full = calibration.interval(log_physics[faded] + residual[faded], bins[faded], confidence_level)
+        low[faded], high[faded] = np.minimum(low[faded], low_full), np.maximum(high[faded], high_full)
+    return log_step, low, high
 
 
 def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
@@ -93,13 +105,12 @@ def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
     return out
 
 
-def domain_notes(artefact: Artefact, resolved: ResolvedJobs, frame) -> np.ndarray:
-    """Per job, why it lies outside the training data (None where it does not).
+def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> np.ndarray:
+    """Per job, why it lies outside the training ``domain`` (an artefact's ``metadata["domain"]``; None where it does not).
 
     Notes are built per distinct name or per range, never per row, so a
     million-job fleet pays for them once.
     """
-    domain = artefact.metadata["domain"]
     notes = np.full(len(resolved.ok), None, object)
     for column in ("gpu", "architecture"):
         codes, names = factorize(resolved.table.columns[column])

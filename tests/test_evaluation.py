@@ -44,7 +44,7 @@ def synthetic_evaluation() -> tuple[Evaluation, Scores]:
     )
     group, analytical, pure_ml, residual, lower, upper = (np.array(c, object if i == 0 else float) for i, c in enumerate(zip(*rows)))
     scores = Scores(np.zeros(len(rows)), np.log(analytical))
-    result = HeldOut("synthetic", group, np.log(residual), np.log(pure_ml), lower, upper)
+    result = HeldOut("synthetic", group, np.log(residual), np.log(pure_ml), lower, upper, np.log(analytical))
     pairs = pd.DataFrame(
         {
             "group": "A",
@@ -228,7 +228,7 @@ def test_few_shot_prior_leaves_out_the_gpu_type_it_scores():
     residual = np.concatenate([np.full(20, r), 0.1 + wobble, -0.2 + 2 * wobble])
     groups = np.repeat(np.array(["A", "B", "C"], object), 20)
     scores = Scores(residual, np.zeros(60))
-    result = HeldOut("gpu", groups.copy(), np.zeros(60), np.zeros(60), np.ones(60), np.ones(60))
+    result = HeldOut("gpu", groups.copy(), np.zeros(60), np.zeros(60), np.ones(60), np.ones(60), np.zeros(60))
     frame = few_shot_refit(scores, result, groups)
     kappa = random_effects_kappa(residual[20:], groups[20:])
     assert kappa != pytest.approx(random_effects_kappa(residual, groups))  # the test can tell the two apart
@@ -266,3 +266,68 @@ def test_mondrian_intervals_cover_nominal_in_each_bin_neither_more_nor_less():
         pooled_low, pooled_high = table.interval(y_hat, np.full(len(truth), POOLED, object), 0.9)
         pooled = np.mean((truth >= pooled_low) & (truth <= pooled_high))
         assert abs(pooled - 0.9) > 0.025, (name, pooled)  # the check would catch an unbinned table
+
+
+@pytest.fixture(scope="module")
+def lambda_dataset():
+    """Lambda runs of three GPU types (18 each), for the roofline physics' fold-fitted constants."""
+    from training.dataset import build_dataset
+    from training.importers import import_lambda
+    from training.sources import LAMBDA_FILE, SHARED_DATA
+
+    if not (SHARED_DATA / LAMBDA_FILE).exists():
+        pytest.skip(f"public measured runs not found at {SHARED_DATA}")
+    runs = import_lambda(SHARED_DATA / LAMBDA_FILE).runs
+    picked = runs[runs["gpu"].isin(["A100-SXM4-80GB", "V100-SXM2-32GB", "RTX-4090"])]
+    picked = picked.groupby("gpu", group_keys=False).head(18).reset_index(drop=True)
+    assert picked["gpu"].nunique() == 3, sorted(set(runs["gpu"]))
+    return build_dataset(picked.assign(row_id=np.arange(len(picked))), "roofline")
+
+
+def test_held_out_gpu_takes_no_part_in_the_physics_constants(lambda_dataset, monkeypatch):
+    """Leave one GPU type out: its runs never reach the constant fit, and its physics alone is the fold's."""
+    import training.evaluate as evaluate
+    from training.physics_fit import FoldConstants, PhysicsProblem, fit_constants
+
+    made = []
+
+    class Recording(FoldConstants):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(evaluate, "FoldConstants", Recording)
+    ds = lambda_dataset
+    gpu = ds.runs["gpu"].astype(str).to_numpy(object)
+    result = evaluate.held_out(ds, "gpu", gpu, np.full(len(ds), True), FAST_PARAMS, FAST_ROUNDS)
+
+    (fold_constants,) = made
+    assert len(fold_constants.fitted_on) == 3
+    problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s))
+    for name, fitted in zip(pd.unique(gpu), fold_constants.fitted_on):
+        held = np.flatnonzero(gpu == name)
+        assert set(fitted) == set(np.flatnonzero(gpu != name)), name
+        # The physics alone scored for the held-out type is the one fitted on the other two.
+        expected = np.log(problem.step_time_s(fit_constants(problem, gpu != name)))[held]
+        np.testing.assert_allclose(result.log_physics_s[held], expected, rtol=1e-9)
+    # Fold constants differ from one another: each fold really refits.
+    assert len({tuple(np.round(c.to_dict()[k], 6) for k in sorted(c.to_dict())) for c in fold_constants._fitted.values()}) == 3
+
+
+def test_unseen_facts_fade_the_correction_and_the_interval_keeps_the_unfaded_one():
+    """Hand-computed: a correction of +0.4 (log) halves per unseen fact; the interval holds the unfaded one's."""
+    from predictor.calibration import PERCENTILES, POOLED, CalibrationTable
+    from predictor.learned import faded_prediction
+
+    lower = np.full(len(PERCENTILES), -0.1)
+    upper = np.full(len(PERCENTILES), 0.2)
+    table = CalibrationTable({POOLED: lower}, {POOLED: upper}, {POOLED: 100})
+    physics = np.log(np.array([1.0, 1.0, 1.0]))
+    residual = np.array([0.4, 0.4, -0.4])
+    unseen = np.array([0, 1, 2])
+    bins = np.full(3, POOLED, object)
+    log_step, low, high = faded_prediction(table, physics, residual, unseen, bins, 0.9)
+    np.testing.assert_allclose(log_step, [0.4, 0.2, -0.1])
+    # Seen: [0.4 - 0.1, 0.4 + 0.2]. Faded: from the faded prediction's low to the unfaded one's high (or the reverse).
+    np.testing.assert_allclose(low, [0.3, 0.1, -0.5])
+    np.testing.assert_allclose(high, [0.6, 0.6, 0.1])

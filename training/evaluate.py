@@ -22,12 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import pair_bin_keys, run_bin_keys
+from predictor.calibration import POOLED, pair_bin_keys, run_bin_keys
+from predictor.domain import unseen_facts
+from predictor.learned import domain_notes, faded_prediction
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
 from training.dataset import Dataset, text_keys
 from training.pairs import make_pairs, pair_log_ratios
-from training.train import fit_calibrated, summarize
+from training.physics_fit import FoldConstants
+from training.train import fit_calibrated, summarize, training_domain
 
 LAMBDA = "lambdal/deeplearning-benchmark"
 TESTBED = "testbed"
@@ -43,6 +46,8 @@ class HeldOut:
     log_pure_ml_s: np.ndarray
     lower_s: np.ndarray
     upper_s: np.ndarray
+    #: The physics alone, with constants fitted without the row's group (the shipped ones where none are fitted).
+    log_physics_s: np.ndarray
     pair_frames: list[pd.DataFrame] = field(default_factory=list)
 
     @property
@@ -72,25 +77,43 @@ def held_out(
     Lambda runs are held out).
     """
     n = len(ds)
-    out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(4)))
+    out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(5)))
+    fold_constants = FoldConstants(ds.resolved, ds.runs, np.exp(ds.log_measured_s)) if ds.baseline == "roofline" else None
     for group in pd.unique(groups[scored]):
         test = scored & (groups == group)
         train = groups != group if exclude is None else (groups != group) & (exclude != group)
         train &= ~test
-        sub = ds.subset(train)
+        # The physics' constants too are fitted without the held-out group.
+        constants = fold_constants(train) if fold_constants is not None else None
+        sub = ds.subset(train, constants)
         model, _, _, _ = fit_calibrated(sub, params, rounds)
-        test_ds = ds.subset(test)
-        y_hat = test_ds.log_analytical_s + model.predict(test_ds.features.values)
-        keys = run_bin_keys(test_ds.runs)
-        low, high = model.calibration_.interval(y_hat, model.calibration_.bin_for(keys), confidence_level)
+        test_ds = ds.subset(test, constants)
+        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, confidence_level)
         rows = np.flatnonzero(test)
         out.group[rows] = group
         out.log_residual_model_s[rows] = y_hat
+        out.log_physics_s[rows] = test_ds.log_analytical_s
         out.lower_s[rows], out.upper_s[rows] = np.exp(low), np.exp(high)
         out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
         if pair_kinds:
             out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group))
     return out
+
+
+def _scored_as_shipped(model, train: Dataset, test: Dataset, confidence_level: float):
+    """Log step times and interval bounds for ``test`` as the shipped model would give them.
+
+    The training fold's domain decides, as an artefact's does, where the
+    correction fades toward the physics and the interval falls back to the
+    pooled bin (:func:`predictor.learned.faded_prediction`).
+    """
+    domain = training_domain(train)
+    notes = domain_notes(domain, test.resolved, test.features)
+    unseen, combination_notes = unseen_facts(domain, test.resolved)
+    bins = model.calibration_.bin_for(run_bin_keys(test.runs))
+    bins[(notes != None) | (combination_notes != None)] = POOLED  # noqa: E711
+    residual = model.predict(test.features.values)
+    return faded_prediction(model.calibration_, test.log_analytical_s, residual, unseen, bins, confidence_level)
 
 
 def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.ndarray:
@@ -140,7 +163,7 @@ def step_summary(ds: Dataset, result: HeldOut, by: np.ndarray) -> pd.DataFrame:
         width = (result.upper_s[mask] - result.lower_s[mask]) / np.exp(result.log_residual_model_s[mask])
         record = {"group": key, "n": int(mask.sum())}
         for name, log_pred in (
-            ("analytical", ds.log_analytical_s[mask]),
+            ("analytical", result.log_physics_s[mask]),
             ("pure_ml", result.log_pure_ml_s[mask]),
             ("residual", result.log_residual_model_s[mask]),
         ):

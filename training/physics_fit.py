@@ -171,7 +171,36 @@ def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, ov
     return protocols
 
 
+def fit_rows(runs) -> np.ndarray:
+    """The runs the constants are fitted on: Lambda's and MLPerf v3.1's GPU runs."""
+    return np.isin(runs["source"].to_numpy(), [LAMBDA_SOURCE, MLPERF_SOURCE])
+
+
 def fit_shipped_constants(problem: PhysicsProblem, runs) -> PhysicsConstants:
     """Constants fitted on every GPU run (Lambda and MLPerf), for the shipped physics."""
-    gpu_rows = np.isin(runs["source"].to_numpy(), [LAMBDA_SOURCE, MLPERF_SOURCE])
-    return fit_constants(problem, gpu_rows)
+    return fit_constants(problem, fit_rows(runs))
+
+
+class FoldConstants:
+    """Constants fitted on a training fold's share of :func:`fit_rows`, once per distinct share.
+
+    A held-out group whose runs are not among the fitted ones (a testbed
+    topology: a CPU host, which uses no constant) gets the same constants as
+    every other such group, fitted once. A fold with none of them gets the
+    unfitted starting constants, never the shipped ones (which may have seen
+    the held-out group).
+    """
+
+    def __init__(self, resolved: ResolvedJobs, runs, measured_s: np.ndarray):
+        self.problem = PhysicsProblem(resolved, measured_s)
+        self.rows = fit_rows(runs)
+        self._fitted: dict[bytes, PhysicsConstants] = {}
+        self.fitted_on: list[np.ndarray] = []  # row indices of every fit, for the tests
+
+    def __call__(self, train: np.ndarray) -> PhysicsConstants:
+        rows = self.rows & train
+        key = np.packbits(rows).tobytes()
+        if key not in self._fitted:
+            self.fitted_on.append(np.flatnonzero(rows))
+            self._fitted[key] = fit_constants(self.problem, rows) if rows.any() else INITIAL
+        return self._fitted[key]
