@@ -34,7 +34,7 @@ _FLOOR = 1.0
 UNUSED_LINK_LOG_BW = 0.0
 
 #: Bump when the feature list or its meaning changes; saved models record it.
-FEATURE_SCHEMA_VERSION = 3
+FEATURE_SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,11 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
     :data:`MONOTONE_SIGNS`) or does not move at all, so a residual monotone in
     each feature keeps the physics' signs. Ratios that one upgrade raises and
     another lowers (component shares, compute over memory, the ridge point)
-    are left out. A link the job does not use (the network of a one-node job,
+    are left out, and so are figures that name a model or a GPU rather than
+    a mechanism (FLOPs per sample, parameter count, peak FLOP/s, release
+    year): left in, the trees learned identities that did not carry to
+    held-out benchmarks (MLPerf leave-one-benchmark-out 50.4% with them,
+    47.6% without; Lambda leave-one-GPU-type-out 15.1% either way). A link the job does not use (the network of a one-node job,
     the intra-node link of a one-GPU ring) shows as 1 B/s, so changing it
     leaves every feature exactly unchanged.
     """
@@ -99,14 +103,11 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
         "log_comm_network_s": _log_s(b.comm.network_s),
         "log_additive_s": _log_s(b.additive_s),
         "log_overlapped_s": _log_s(b.overlapped_s),
+        **roofline_columns(b),
         "log_arithmetic_intensity_flops_per_byte": _log(step_flops) - _log(traffic_bytes),
         "log_io_bytes_per_step": _log(r.input_bytes_per_sample * r.batch_size_per_gpu),
         "log_gradient_bytes": _log(r.gradient_bytes),
-        "log_flops_per_sample": _log(r.flops_per_sample),
-        "log_param_count": _log(r.param_count),
         "log_batch_size_per_gpu": _log(r.batch_size_per_gpu),
-        "log_peak_flops_per_s": _log(r.peak_flops_per_s),
-        "device_release_year": r.device_release_year,
         "log_memory_bw_bytes_per_s": _log(r.memory_bw_bytes_per_s),
         "log_intra_node_bw_bytes_per_s": np.where(uses_intra_ring, _log(r.intra_node_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
         "log_network_bw_bytes_per_s": np.where(uses_network, _log(r.network_bw_bytes_per_s), UNUSED_LINK_LOG_BW),
@@ -142,12 +143,43 @@ MONOTONE_SIGNS: dict[str, int] = {
     "log_comm_network_s": 1,
     "log_additive_s": 1,
     "log_overlapped_s": 1,
-    "log_peak_flops_per_s": -1,
+    "log_roofline_s": 1,
+    "log_matrix_s": 1,
+    "log_memory_bound_s": 1,
+    "log_launch_s": 1,
+    "log_host_s": 1,
+    "log_exposed_comm_s": 1,
     "log_memory_bw_bytes_per_s": -1,
     "log_intra_node_bw_bytes_per_s": -1,
     "log_network_bw_bytes_per_s": -1,
     "log_host_link_bw_bytes_per_s": -1,
 }
+
+
+#: Job sizes whose training range bounds a model's domain (log10 where the name says so).
+RANGE_COLUMNS = ("log_total_gpus", "log_batch_size_per_gpu", "log_flops_per_sample", "log_peak_flops_per_s", "workers_per_server")
+
+
+def range_columns(resolved: ResolvedJobs, frame: FeatureFrame) -> dict[str, np.ndarray]:
+    """:data:`RANGE_COLUMNS` of each job (NaN on failed rows); FLOPs per sample and peak are no features but bound the domain."""
+    own = {"log_flops_per_sample": _log(resolved.flops_per_sample), "log_peak_flops_per_s": _log(resolved.peak_flops_per_s)}
+    out = {name: np.asarray(own[name] if name in own else frame.column(name), float).copy() for name in RANGE_COLUMNS}
+    for values in out.values():
+        values[~resolved.ok] = np.nan
+    return out
+
+
+def roofline_columns(b: BreakdownArrays) -> dict[str, np.ndarray]:
+    """The roofline physics by mechanism (log-seconds): every term falls, or stays, under any upgrade."""
+    p = b.physics
+    return {
+        "log_roofline_s": _log_s(p.step_time_s),
+        "log_matrix_s": _log_s(p.device.matrix_s),
+        "log_memory_bound_s": _log_s(p.device.memory_bound_s),
+        "log_launch_s": _log_s(p.device.launch_s),
+        "log_host_s": _log_s(p.device.host_s),
+        "log_exposed_comm_s": _log_s(p.exposed_comm_s),
+    }
 
 
 def monotone_constraints(names) -> tuple[int, ...]:
@@ -204,8 +236,11 @@ FAMILIES = (
 
 _FAMILY_OF = {
     "log_step_flops": "compute",
-    "log_flops_per_sample": "compute",
-    "log_peak_flops_per_s": "compute",
+    "log_matrix_s": "compute",
+    "log_memory_bound_s": "memory",
+    "log_launch_s": "framework and other",
+    "log_host_s": "framework and other",
+    "log_exposed_comm_s": "network communication",
     "log_arithmetic_intensity_flops_per_byte": "compute",
     "bytes_per_element": "compute",
     "log_traffic_bytes_per_step": "memory",

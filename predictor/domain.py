@@ -5,9 +5,9 @@ says little about PS/Worker on V100s, even though PS/Worker and V100 were
 each seen. So the model's artefact records, besides single names and feature
 ranges, the combinations it was trained on:
 
-* ``framework`` and ``model family`` (the workload catalogue's domain:
-  vision, language, recommendation ...; ``custom`` for a model given by its
-  figures);
+* ``framework``, ``model`` (the catalogue model; a model given by its
+  figures is checked by family only) and ``model family`` (the workload catalogue's
+  domain: vision, language, recommendation ...; ``custom`` likewise);
 * ``architecture x device`` (the device family: ``V100``, ``K80``,
   ``cpu-host``) and ``architecture x network`` (the network tier; ``none``
   for one-host jobs).
@@ -42,18 +42,21 @@ COMBINATIONS = ("architecture x device", "architecture x network")
 
 
 def domain_facts(resolved: ResolvedJobs) -> dict[str, np.ndarray]:
-    """Per job: framework, model family, architecture, device family and network tier (None on failed rows)."""
+    """Per job: framework, model, model family, architecture, device family and network tier (None on failed rows)."""
     cat = catalog_arrays()
     ok = resolved.ok
     families = np.array([d.family for d in cat.hardware.devices] + [None], object)
     domains = np.array([w.domain for w in cat.workloads.workloads] + [CUSTOM_FAMILY], object)
+    models = np.array([w.name for w in cat.workloads.workloads] + [None], object)  # a custom model counts once, by family
     links = np.array(list(cat.link_names) + [NO_NETWORK], object)
     architectures = np.array(list(ARCHITECTURES) + [None], object)
     columns = resolved.table.columns
     framework = _text(columns["framework"]) if "framework" in columns else np.full(len(ok), None, object)
     facts = {
         "framework": framework,
-        "model family": domains[resolved.workload_index],  # -1 (figures given) picks the last entry
+        # -1 (figures given) picks the last entry
+        "model": models[resolved.workload_index],
+        "model family": domains[resolved.workload_index],
         "architecture": architectures[resolved.architecture_code],
         "device": families[resolved.device_index],
         "network": links[resolved.network_link_index],
@@ -99,12 +102,14 @@ def unseen_facts(domain: dict, resolved: ResolvedJobs) -> tuple[np.ndarray, np.n
     n = len(resolved.ok)
     count = np.zeros(n, int)
     notes = np.full(n, None, object)
-    if not any(key in domain for key in ("frameworks", "model_families", "combinations")):
+    if not any(key in domain for key in ("frameworks", "models", "model_families", "combinations")):
         return count, notes
     facts = domain_facts(resolved)
     checks = []
     if "frameworks" in domain:
         checks.append(("framework", facts["framework"], set(domain["frameworks"])))
+    if "models" in domain:
+        checks.append(("model", facts["model"], set(domain["models"])))
     if "model_families" in domain:
         checks.append(("model family", facts["model family"], set(domain["model_families"])))
     for name in COMBINATIONS:

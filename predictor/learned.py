@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from features.analytical import BreakdownArrays
-from features.build import physical_features
+from features.build import physical_features, range_columns
 from features.resolve import ResolvedJobs
 from predictor.artefact import Artefact, ArtefactError
 from features.table import factorize
 from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, step_bins
 from predictor.domain import SHRINK_PER_UNSEEN, unseen_facts
 
-#: Features whose training range bounds the model's domain, with their user-facing names.
+#: User-facing names of :data:`features.build.RANGE_COLUMNS`, whose training range bounds the model's domain.
 RANGE_FEATURES = {
     "log_total_gpus": ("total GPUs", lambda v: 10**v),
     "log_batch_size_per_gpu": ("batch size per GPU", lambda v: 10**v),
@@ -118,9 +118,9 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> np.ndarray:
         for u, name in enumerate(names):
             if name is not None and name not in seen:
                 _note(notes, resolved.ok & (codes == u), f"{column} {name} is not in the training data")
-    for feature, (label, to_user) in RANGE_FEATURES.items():
+    for feature, values in range_columns(resolved, frame).items():
+        label, to_user = RANGE_FEATURES[feature]
         low, high = domain["ranges"][feature]
-        values = frame.column(feature)
         with np.errstate(invalid="ignore"):
             below, above = values < low - 1e-9, values > high + 1e-9
         _note(notes, resolved.ok & below, f"{label} below the training range ({to_user(low):.3g}-{to_user(high):.3g})")

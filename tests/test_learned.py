@@ -185,3 +185,16 @@ def test_predict_model_dir_set_to_a_missing_directory_is_an_error(monkeypatch, t
 def test_grouped_folds_never_split_a_group(dataset):
     for train, valid in group_folds(dataset.group, 4):
         assert not set(dataset.group[train]) & set(dataset.group[valid])
+
+
+def test_no_feature_names_a_model_or_a_gpu():
+    """Identities do not transfer (features.build docstring): the residual sees mechanisms only."""
+    from features.build import physical_features
+    from features.resolve import resolve
+    from features.table import table_from_rows
+
+    resolved = resolve(table_from_rows([{"model": "resnet50", "gpu": "A100-SXM4-80GB"}]))
+    names = physical_features(resolved, resolved.breakdown()).names
+    for identity in ("log_flops_per_sample", "log_param_count", "log_peak_flops_per_s", "device_release_year"):
+        assert identity not in names
+    assert {"log_roofline_s", "log_matrix_s", "log_launch_s", "log_exposed_comm_s"} <= set(names)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from features.build import range_columns
 from predictor.artefact import save_artefact
 from predictor.calibration import pair_bin_keys, run_bin_keys
 from predictor.domain import seen_domain
@@ -35,14 +36,6 @@ from training.refit import random_effects_kappa
 from training.model_card import model_card
 from training.tracking import log_training, tracked_run
 from training.tune import N_SPLITS, TuningResult, tune
-
-DOMAIN_RANGE_FEATURES = (
-    "log_total_gpus",
-    "log_batch_size_per_gpu",
-    "log_flops_per_sample",
-    "log_peak_flops_per_s",
-    "workers_per_server",
-)
 
 
 @dataclass
@@ -105,8 +98,8 @@ def training_domain(ds: Dataset) -> dict[str, Any]:
         "models": sorted(set(text_keys(ds.runs["model"]))),
         "networks": sorted(set(text_keys(ds.runs["network"])) - {""}),
         "ranges": {
-            name: [float(np.nanmin(ds.features.column(name))), float(np.nanmax(ds.features.column(name)))]
-            for name in DOMAIN_RANGE_FEATURES
+            name: [float(np.nanmin(values)), float(np.nanmax(values))]
+            for name, values in range_columns(ds.resolved, ds.features).items()
         },
     }
 
