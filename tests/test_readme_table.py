@@ -1,0 +1,35 @@
+"""README's held-out figures are the report's, generated and never typed."""
+
+from __future__ import annotations
+
+import json
+
+from training.readme_table import README, SUMMARY, generated_block, held_out_markdown
+
+
+def _stats(n, physics, pure_ml, residual, coverage=90.0, width=50.0):
+    return {"n": n, "physics_mape": physics, "pure_ml_mape": pure_ml, "residual_mape": residual, "coverage": coverage, "mean_relative_width": width}
+
+
+def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
+    summary = {
+        "protocols": {
+            "leave one GPU out": {
+                "all": _stats(1200, 22.5, 31.25, 15.0),
+                "groups": {"A10": _stats(20, 12.0, 18.0, 9.0), "B200": _stats(56, 26.0, 27.0, 26.0)},
+            }
+        },
+        "speedups": {"intra_node_link": _stats(126, 5.3, None, 8.0, 99.2, 65.0)},
+        "no_harm_violations": [{"protocol": "leave one GPU out", "group": "X", "n": 12, "residual_mape": 30.0, "physics_mape": 20.0}],
+    }
+    text = held_out_markdown(summary)
+    assert "| leave one GPU out | 1,200 | 22.5% | 31.2% | 15.0% | 90.0% | 50.0% | B200 26.0% vs 26.0% |" in text
+    assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% |" in text
+    assert "breaks in 1 groups: leave one GPU out: X (n=12, 30.0% against 20.0%)." in text
+
+
+def test_readme_shows_the_shipped_report():
+    summary = json.loads(SUMMARY.read_text())
+    assert generated_block(README.read_text()) == held_out_markdown(summary), "run python -m training.readme_table"
+    for name in summary["protocols"]:
+        assert f"| {name} |" in README.read_text()
