@@ -232,7 +232,9 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
 
         # Missing values (None, NaN) get pandas' sentinel code -1 and become one
         # None value at the end, as the small-table path keeps them.
-        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        values = np.asarray(values)
+        # Numbers hash as numbers (NaN is missing there too); only text and mixed columns go as objects.
+        codes, uniques = pd.factorize(values if values.dtype.kind in "biuf" else values.astype(object))
         codes, uniques = np.asarray(codes), list(uniques)
         missing = codes < 0
         if missing.any():

@@ -131,15 +131,18 @@ def distinct_feature_rows(data: np.ndarray, key: np.ndarray | None = None) -> tu
     """
     import pandas as pd
 
-    bits = data.view(np.uint32)
+    bits = np.ascontiguousarray(data).view(np.uint32)
     if key is None:
-        # Two float32 columns per 64-bit word (a zero column pads an odd count).
-        words = np.ascontiguousarray(np.pad(bits, ((0, 0), (0, bits.shape[1] % 2)))).view(np.uint64)
+        # Two float32 columns per 64-bit word (a view, no copy); an odd last column is a word of its own.
+        even = bits.shape[1] - bits.shape[1] % 2
+        words = [bits[:, :even].view(np.uint64)[:, j] for j in range(even // 2)]
+        if even < bits.shape[1]:
+            words.append(bits[:, -1].astype(np.uint64))
         key = np.full(len(data), 0xCBF29CE484222325, dtype=np.uint64)
         prime = np.uint64(0x100000001B3)
         with np.errstate(over="ignore"):
-            for j in range(words.shape[1]):
-                key ^= words[:, j]
+            for word in words:
+                key ^= word
                 key *= prime
     codes, uniques = pd.factorize(key)
     codes = np.asarray(codes, np.int64)

@@ -41,56 +41,68 @@ NO_NETWORK = "none"
 COMBINATIONS = ("architecture x device", "architecture x network")
 
 
-def domain_facts(resolved: ResolvedJobs) -> dict[str, np.ndarray]:
-    """Per job: framework, model, model family, architecture, device family and network tier (None on failed rows)."""
+def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per fact: each job's integer code into the fact's names (-1 on failed rows), and the names.
+
+    Built from the resolved catalogue indices and one factorized framework
+    column: no per-row text, so a million jobs cost a few integer passes.
+    """
     cat = catalog_arrays()
     ok = resolved.ok
-    families = np.array([d.family for d in cat.hardware.devices] + [None], object)
-    domains = np.array([w.domain for w in cat.workloads.workloads] + [CUSTOM_FAMILY], object)
-    models = np.array([w.name for w in cat.workloads.workloads] + [None], object)  # a custom model counts once, by family
-    links = np.array(list(cat.link_names) + [NO_NETWORK], object)
-    architectures = np.array(list(ARCHITECTURES) + [None], object)
-    columns = resolved.table.columns
-    framework = _text(columns["framework"]) if "framework" in columns else np.full(len(ok), None, object)
+
+    def indexed(index: np.ndarray, names: list) -> tuple[np.ndarray, np.ndarray]:
+        # -1 (a model given by its figures, a default link) picks the last name
+        return np.where(ok, np.asarray(index) % len(names), -1), np.array(names, object)
+
     facts = {
-        "framework": framework,
-        # -1 (figures given) picks the last entry
-        "model": models[resolved.workload_index],
-        "model family": domains[resolved.workload_index],
-        "architecture": architectures[resolved.architecture_code],
-        "device": families[resolved.device_index],
-        "network": links[resolved.network_link_index],
+        "model": indexed(resolved.workload_index, [w.name for w in cat.workloads.workloads] + [None]),  # a custom model counts once, by family
+        "model family": indexed(resolved.workload_index, [w.domain for w in cat.workloads.workloads] + [CUSTOM_FAMILY]),
+        "architecture": indexed(resolved.architecture_code, list(ARCHITECTURES) + [None]),
+        "device": indexed(resolved.device_index, [d.family for d in cat.hardware.devices] + [None]),
     }
+    links = list(cat.link_names) + [NO_NETWORK]
     one_host = np.isin(resolved.architecture_code, [ARCHITECTURES.index("single"), ARCHITECTURES.index("allreduce-local")])
-    facts["network"] = np.where(one_host, NO_NETWORK, facts["network"])  # a default tier it never crosses
-    return {name: np.where(ok, values, None) for name, values in facts.items()}
+    # A one-host job's default tier is one it never crosses.
+    network = np.where(one_host, len(links) - 1, resolved.network_link_index)
+    facts["network"] = indexed(network, links)
+    columns = resolved.table.columns
+    if "framework" in columns:
+        codes, names = factorize(columns["framework"])
+        text = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
+        facts["framework"] = (np.where(ok, codes, -1), np.array(text, object))
+    else:
+        facts["framework"] = (np.full(len(ok), -1), np.array([], object))
+    return facts
 
 
-def _text(values: np.ndarray) -> np.ndarray:
-    codes, names = factorize(values)
-    text = np.array([None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names] + [None], object)
-    return text[codes]
+def combination_codes(facts: dict[str, tuple[np.ndarray, np.ndarray]], combination: str) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and names ('a x b') of the two facts of ``combination``; -1 where either side is."""
+    (lc, ln), (rc, rn) = (facts[name] for name in combination.split(" x "))
+    codes = np.where((lc >= 0) & (rc >= 0), lc * len(rn) + rc, -1)
+    return codes, np.array([f"{left} x {right}" for left in ln for right in rn], object)
 
 
-def _pairs(facts: dict[str, np.ndarray], combination: str) -> np.ndarray:
-    """'a x b' per job for the two facts of ``combination``, built once per distinct pair."""
-    left, right = (facts[name] for name in combination.split(" x "))
-    lc, ln = factorize(left)
-    rc, rn = factorize(right)
-    code = lc.astype(np.int64) * (len(rn) + 1) + rc
-    distinct, inverse = np.unique(code, return_inverse=True)
-    names = np.array([f"{ln[c // (len(rn) + 1)]} x {rn[c % (len(rn) + 1)]}" for c in distinct], object)
-    return names[inverse]
+def domain_facts(resolved: ResolvedJobs) -> dict[str, np.ndarray]:
+    """Per job: framework, model, model family, architecture, device family and network tier (None on failed rows)."""
+    return {name: np.append(names, None)[codes] for name, (codes, names) in fact_codes(resolved).items()}
+
+
+def _is_unseen(value, seen: set) -> bool:
+    """A fact outside the recorded ones; a missing fact, or a combination with a missing side, is not checked."""
+    return not (value is None or value in seen or value.endswith(" x None") or value.startswith("None x "))
+
+
+def _present(codes: np.ndarray, names: np.ndarray) -> set:
+    return {names[c] for c in np.unique(codes[codes >= 0]) if names[c] is not None}
 
 
 def seen_domain(resolved: ResolvedJobs) -> dict[str, list]:
     """What training runs cover, for the artefact's metadata: frameworks, model families, combinations."""
-    facts = domain_facts(resolved)
-    ok = resolved.ok
+    facts = fact_codes(resolved)
     return {
-        "frameworks": sorted({str(v) for v in facts["framework"][ok] if v is not None}),
-        "model_families": sorted({str(v) for v in facts["model family"][ok] if v is not None}),
-        "combinations": {name: sorted(set(_pairs(facts, name)[ok])) for name in COMBINATIONS},
+        "frameworks": sorted(str(v) for v in _present(*facts["framework"])),
+        "model_families": sorted(str(v) for v in _present(*facts["model family"])),
+        "combinations": {name: sorted(_present(*combination_codes(facts, name))) for name in COMBINATIONS},
     }
 
 
@@ -104,35 +116,36 @@ def unseen_facts(domain: dict, resolved: ResolvedJobs) -> tuple[np.ndarray, np.n
     notes = np.full(n, None, object)
     if not any(key in domain for key in ("frameworks", "models", "model_families", "combinations")):
         return count, notes
-    facts = domain_facts(resolved)
+    facts = fact_codes(resolved)
     checks = []
-    if "frameworks" in domain:
-        checks.append(("framework", facts["framework"], set(domain["frameworks"])))
-    if "models" in domain:
-        checks.append(("model", facts["model"], set(domain["models"])))
-    if "model_families" in domain:
-        checks.append(("model family", facts["model family"], set(domain["model_families"])))
+    for label, key in (("framework", "frameworks"), ("model", "models"), ("model family", "model_families")):
+        if key in domain:
+            checks.append((label, facts[label], set(domain[key])))
     for name in COMBINATIONS:
         if name in domain.get("combinations", {}):
-            checks.append((name, _pairs(facts, name), set(domain["combinations"][name])))
-    for label, values, seen in checks:
-        codes, names = factorize(values)
-        for u, value in enumerate(names):
-            if value is None or value in seen or value.endswith(" x None") or value.startswith("None x "):
-                continue
-            rows = resolved.ok & (codes == u)
-            if not rows.any():
-                continue
-            count[rows] += 1
-            text = f"{label} {value} is not in the training data"
-            fresh = rows & (notes == None)  # noqa: E711
-            notes[fresh] = text
-            more = rows & ~fresh
-            notes[more] = notes[more] + f"; {text}"
-    faded = count > 0
-    if faded.any():
-        for k in np.unique(count[faded]):
-            rows = count == k
-            share = SHRINK_PER_UNSEEN ** int(k)
-            notes[rows] = notes[rows] + f"; the learned correction is shrunk to {100 * share:.0f}% toward the physics"
+            checks.append((name, combination_codes(facts, name), set(domain["combinations"][name])))
+    # Per check, the code of a job's unseen value (-1 where seen), packed into one integer per job.
+    pattern = np.zeros(n, np.int64)
+    radices, texts = [], []
+    for label, (codes, names), seen in checks:
+        unseen = np.append(np.array([_is_unseen(value, seen) for value in names], bool), False)  # -1 picks False
+        codes = np.where(unseen[codes], codes, -1)
+        count += codes >= 0
+        pattern = pattern * (len(names) + 1) + (codes + 1)
+        radices.append(len(names) + 1)
+        texts.append([f"{label} {value} is not in the training data" for value in names])
+    faded = np.flatnonzero(count > 0)
+    if not len(faded):
+        return count, notes
+    inverse, patterns = factorize(pattern[faded])
+    written = []
+    for packed in patterns:
+        parts = []
+        for radix, text in zip(reversed(radices), reversed(texts)):
+            packed, code = divmod(int(packed), radix)
+            if code:
+                parts.append(text[code - 1])
+        share = SHRINK_PER_UNSEEN ** len(parts)
+        written.append("; ".join(reversed(parts)) + f"; the learned correction is shrunk to {100 * share:.0f}% toward the physics")
+    notes[faded] = np.array(written, object)[inverse]
     return count, notes

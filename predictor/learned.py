@@ -60,7 +60,8 @@ def predict_times_together(
     for frame in frames:
         if list(frame.names) != artefact.feature_names:
             raise ArtefactError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`", artefact.path)
-    values = frames[0].values if len(frames) == 1 else np.concatenate([frame.values for frame in frames])
+    # One float32 matrix for every side (the trees split on float32 values): one copy, not two.
+    values = np.concatenate([frame.values for frame in frames], dtype=np.float32)
     residuals = np.split(artefact.predict_residual(values), np.cumsum([len(frame.values) for frame in frames])[:-1])
     return [
         _times(artefact, resolved, breakdown, frame, residual, confidence_level)
