@@ -93,7 +93,8 @@ def evaluate_command(
     """Held-out evaluation of analytical, pure-ML and physics+residual models; writes a markdown report with plots.
 
     Leave one GPU type out (Lambda), one tier and one architecture out (testbed), one benchmark
-    out (MLPerf), speedups of held-out pairs, and few-shot refits. The same figures go to
+    out (MLPerf), one GPU generation, model and framework out (of every source), MLPerf
+    predicted by a model trained without it, speedups of held-out pairs, and few-shot refits. The same figures go to
     summary.json (percentages), with every group that breaks the no-harm rule.
 
     Example: predict evaluate --out reports/evaluation

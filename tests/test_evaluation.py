@@ -331,3 +331,57 @@ def test_unseen_facts_fade_the_correction_and_the_interval_keeps_the_unfaded_one
     # Seen: [0.4 - 0.1, 0.4 + 0.2]. Faded: from the faded prediction's low to the unfaded one's high (or the reverse).
     np.testing.assert_allclose(low, [0.3, 0.1, -0.5])
     np.testing.assert_allclose(high, [0.6, 0.6, 0.1])
+
+
+# --- Transfer protocols: generation, model, framework, source -------------------------------
+
+
+def test_a_held_out_framework_leaves_training_from_every_source(testbed_dataset, spied):
+    """Half the runs are DLPerf's; each framework leaves every fit, DLPerf's and the others' runs alike."""
+    from training.dataset import build_dataset
+    from training.importers import DLPERF_SOURCE
+    from training.report import _transfer_protocols
+
+    runs = testbed_dataset.runs.copy()
+    runs["framework"] = np.where(runs["model"] == runs["model"].iloc[0], "tensorflow", "pytorch")
+    runs["source"] = np.where(np.arange(len(runs)) % 2 == 0, DLPERF_SOURCE, "testbed")
+    ds = build_dataset(runs)
+    steps, results = {}, {}
+    frames = _transfer_protocols(ds, steps, results, FAST_PARAMS, FAST_ROUNDS, 0.9, note=lambda text: None)
+
+    # CPU hosts have no GPU generation, and no Lambda, DeepLearningExamples or MLPerf runs are here.
+    assert list(steps) == ["DLPerf and DeepLearningExamples, leave one framework out"]
+    framework, source, row_id = (ds.runs[c].to_numpy(object) for c in ("framework", "source", "row_id"))
+    assert len(spied["residual"]) == len(spied["pure_ml"]) == 2
+    for name, fitted, pure in zip(pd.unique(framework[source == DLPERF_SOURCE]), spied["residual"], spied["pure_ml"]):
+        expected = set(row_id[framework != name])
+        assert fitted == expected and pure == expected, name
+    table = steps["DLPerf and DeepLearningExamples, leave one framework out"].set_index("group")
+    for name in ("tensorflow", "pytorch"):
+        assert table.loc[name, "n"] == ((framework == name) & (source == DLPERF_SOURCE)).sum()
+    kinds = set(pd.concat(frames)["kind"]) if frames else set()
+    assert kinds and kinds <= {"gpus (DLPerf, DLE)", "gpus, multi-node (DLPerf, DLE)"}
+
+
+def test_n_to_2n_pairs_that_span_nodes_are_named_multi_node():
+    from training.evaluate import pair_kind_names
+
+    pairs = pd.DataFrame({"a": [0, 1, 0], "b": [1, 2, 3], "kind": ["gpus", "gpus", "network"]})
+    nodes = np.array([1.0, 1.0, 2.0, 4.0])
+    assert list(pair_kind_names(pairs, nodes, " (x)")) == ["gpus (x)", "gpus, multi-node (x)", "network (x)"]
+
+
+def test_gpu_generation_is_the_catalogue_architecture(lambda_dataset):
+    from training.report import gpu_generations
+
+    by_gpu = dict(zip(lambda_dataset.runs["gpu"], gpu_generations(lambda_dataset)))
+    assert by_gpu == {"A100-SXM4-80GB": "Ampere", "V100-SXM2-32GB": "Volta", "RTX-4090": "Ada Lovelace"}
+
+
+def test_refits_in_the_summary_are_the_mean_over_groups_per_k():
+    ev, _ = synthetic_evaluation()
+    ev.cross_source_refit = pd.DataFrame(
+        {"group": ["A100", "H100", "all (mean over GPU types)"], "k": [3, 3, 3], "mape_no_refit": [0.3, 0.5, 0.4], "mape_refit": [0.1, 0.2, 0.15]}
+    )
+    refits = evaluation_summary(ev)["refits"]
+    assert refits == {"MLPerf (all rounds), trained on the other sources, k runs of each GPU type": {"3": {"mape_no_refit": 40.0, "mape_refit": 15.0}}}

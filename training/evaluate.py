@@ -9,6 +9,14 @@ and scores the held-out rows:
 * ``testbed-tier``: leave one emulated network tier out;
 * ``testbed-architecture``: leave one testbed architecture out;
 * ``mlperf-benchmark``: leave one MLPerf benchmark out;
+* ``generation``: leave one GPU generation (Pascal ... Blackwell) out of every
+  source, scored on all its runs; GPU-swap pairs within the held-out generation;
+* ``model``: leave one model out of every source, scored on its Lambda and
+  DeepLearningExamples runs;
+* ``framework``: leave one framework out of every source, scored on its DLPerf
+  and DeepLearningExamples runs; their n to 2n pairs (single- and multi-node);
+* ``cross-source``: train without any MLPerf round, predict every MLPerf run;
+  their n to 2n pairs;
 * speedups of pairs of runs, both runs of a pair held out together: n to 2n
   GPUs, PCIe to NVLink and fp32 to fp16 (Lambda, by GPU type); one tier to
   another (testbed, by configuration); PS/Worker to AllReduce (testbed, by
@@ -69,12 +77,14 @@ def held_out(
     confidence_level: float = 0.9,
     exclude: np.ndarray | None = None,
     pair_kinds: tuple[str, ...] = (),
+    pair_suffix: str = "",
 ) -> HeldOut:
     """Leave each group of ``groups`` (among ``scored`` rows) out in turn.
 
     ``exclude[i]`` (optional) names a group key of rows that must leave
     training together with group ``i`` (a GPU type's MLPerf runs when its
-    Lambda runs are held out).
+    Lambda runs are held out). Pairs of ``pair_kinds`` among each held-out
+    group's runs are scored too, their kind named with ``pair_suffix``.
     """
     n = len(ds)
     out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(5)))
@@ -96,7 +106,7 @@ def held_out(
         out.lower_s[rows], out.upper_s[rows] = np.exp(low), np.exp(high)
         out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
         if pair_kinds:
-            out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group))
+            out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group, pair_suffix))
     return out
 
 
@@ -123,7 +133,7 @@ def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.nda
     return model.predict(test.raw.values)
 
 
-def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, group) -> pd.DataFrame:
+def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, group, suffix: str = "") -> pd.DataFrame:
     pairs = make_pairs(test.runs, test.resolved.total_gpus)
     pairs = pairs[pairs["kind"].isin(kinds)].reset_index(drop=True)
     if not len(pairs):
@@ -139,7 +149,7 @@ def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, gro
     return pd.DataFrame(
         {
             "group": group,
-            "kind": pairs["kind"],
+            "kind": pair_kind_names(pairs, test.resolved.nodes, suffix),
             "measured_speedup": np.exp(measured),
             "predicted_speedup": np.exp(predicted),
             "analytical_speedup": np.exp(analytical),
@@ -147,6 +157,14 @@ def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, gro
             "upper": np.exp(high),
         }
     )
+
+
+def pair_kind_names(pairs: pd.DataFrame, nodes: np.ndarray, suffix: str = "") -> np.ndarray:
+    """Each pair's kind as reported: n to 2n pairs where either run spans nodes are ``gpus, multi-node``."""
+    kind = pairs["kind"].to_numpy(object).copy()
+    spans = (nodes[pairs["a"].to_numpy()] > 1) | (nodes[pairs["b"].to_numpy()] > 1)
+    kind[(kind == "gpus") & spans] = "gpus, multi-node"
+    return np.array([k + suffix for k in kind], object)
 
 
 def step_summary(ds: Dataset, result: HeldOut, by: np.ndarray) -> pd.DataFrame:

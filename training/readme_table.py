@@ -24,6 +24,11 @@ PAIR_NAMES = {
     "precision": "fp32 to fp16 (Lambda)",
     "gpus": "n to 2n GPUs (Lambda)",
     "intra_node_link": "PCIe to NVLink (Lambda)",
+    "gpu": "GPU swap within a held-out generation",
+    "gpus (DLPerf, DLE)": "n to 2n GPUs, one node (DLPerf, DLE, framework held out)",
+    "gpus, multi-node (DLPerf, DLE)": "n to 2n GPUs across nodes (DLPerf, DLE, framework held out)",
+    "gpus (MLPerf)": "n to 2n GPUs, one node (MLPerf, trained without it)",
+    "gpus, multi-node (MLPerf)": "n to 2n GPUs across nodes (MLPerf, trained without it)",
 }
 
 
@@ -59,6 +64,12 @@ def held_out_markdown(summary: dict) -> str:
             f"| {PAIR_NAMES.get(kind, kind)} | {s['n']:,} | {_pct(s['physics_mape'])} | {_pct(s['residual_mape'])} "
             f"| {_pct(s['coverage'])} | {_pct(s['mean_relative_width'])} |"
         )
+    refits = summary.get("refits", {})
+    if refits:
+        lines += ["", "| refit | k runs | MAPE before | after |", "|---|---|---|---|"]
+        for name, by_k in refits.items():
+            for k, s in by_k.items():
+                lines.append(f"| {name} | {k} | {_pct(s['mape_no_refit'])} | {_pct(s['mape_refit'])} |")
     violations = summary["no_harm_violations"]
     lines.append("")
     if violations:

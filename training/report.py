@@ -2,7 +2,8 @@
 
 ``summary.json`` holds the same figures as the tables, in percent, for tools:
 ``{"protocols": {NAME: {"all": STATS, "groups": {GROUP: STATS}}}, "speedups":
-{KIND: STATS}, "no_harm_violations": [...]}``, where STATS has ``n``,
+{KIND: STATS}, "no_harm_violations": [...], "refits": {NAME: {K: {"mape_no_refit",
+"mape_refit"}}}}``, where STATS has ``n``,
 ``physics_mape``, ``pure_ml_mape``, ``residual_mape``, ``coverage`` and
 ``mean_relative_width`` (``null`` where a figure is not defined). The no-harm
 rule: in every group of every protocol with at least :data:`NO_HARM_MIN_RUNS`
@@ -15,19 +16,25 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from features.catalog_arrays import catalog_arrays
 from training.dataset import Dataset, joined_keys, text_keys
+from training.importers import DLE_HISTORY_SOURCE, DLE_SOURCE, DLPERF_SOURCE
 from training.importers import is_mlperf as mlperf_rows
 from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
 from training.refit import random_effects_kappa, shrunken_offset
 
 FEW_SHOT_K = (1, 3, 10)
 FEW_SHOT_REPEATS = 20
+#: The cross-source refit: this many MLPerf runs of a GPU type refit the model trained without MLPerf.
+CROSS_SOURCE_K = (3,)
+#: Run sources of the DeepLearningExamples tables (current and older README versions).
+DLE_SOURCES = (DLE_SOURCE, DLE_HISTORY_SOURCE)
 
 #: A held-out group is judged by the no-harm rule from this many runs.
 NO_HARM_MIN_RUNS = 10
@@ -57,6 +64,8 @@ class Evaluation:
     pairs: pd.DataFrame
     few_shot: pd.DataFrame
     seconds: float
+    #: MLPerf after the refit of a model trained without it, per GPU type (``few_shot_refit`` columns).
+    cross_source_refit: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _testbed_config(runs: pd.DataFrame, drop: tuple[str, ...]) -> np.ndarray:
@@ -114,8 +123,57 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         model = runs["model"].astype(str).to_numpy(object)
         result = held_out(ds, "mlperf-benchmark", model, is_mlperf, params, rounds, confidence_level, exclude=np.where(is_mlperf, model, None))
         steps["MLPerf (all rounds), leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
+    pair_frames += _transfer_protocols(ds, steps, results, params, rounds, confidence_level, note)
     few_shot = few_shot_refit(ds, results.get("lambda-gpu"), gpu)
-    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started)
+    cross_source = results.get("cross-source")
+    mlperf_gpu = np.where(is_mlperf, gpu, None)
+    refit = few_shot_refit(ds, cross_source, mlperf_gpu, ks=CROSS_SOURCE_K) if cross_source is not None else pd.DataFrame()
+    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started, refit)
+
+
+def gpu_generations(ds: Dataset) -> np.ndarray:
+    """Each run's GPU generation (the catalogue's architecture: Volta, Ampere ...); None for CPU hosts."""
+    devices = catalog_arrays().hardware.devices
+    names = np.array([d.architecture if d.kind == "gpu" else None for d in devices] + [None], object)
+    return np.where(ds.resolved.ok, names[ds.resolved.device_index], None)
+
+
+def _transfer_protocols(ds: Dataset, steps: dict, results: dict, params: dict, rounds: int, confidence_level: float, note) -> list[pd.DataFrame]:
+    """What a new GPU generation, model, framework or source does to each predictor.
+
+    Each group leaves every source's training rows, not only the scored ones:
+    a held-out framework is one the model has never seen.
+    """
+    source, runs = source_of(ds), ds.runs
+    pair_frames: list[pd.DataFrame] = []
+    generation = gpu_generations(ds)
+    if len(set(generation[generation != None])) > 1:  # noqa: E711
+        note("leave one GPU generation out (every source)")
+        result = held_out(ds, "generation", generation, generation != None, params, rounds, confidence_level, pair_kinds=("gpu",))  # noqa: E711
+        steps["All sources, leave one GPU generation out"] = step_summary(ds, result, generation)
+        pair_frames += result.pair_frames
+    model = text_keys(runs["model"]).to_numpy(object)
+    scored = (source == LAMBDA) | np.isin(source, DLE_SOURCES)
+    if scored.any():
+        note("leave one model out (Lambda and DeepLearningExamples)")
+        result = held_out(ds, "model", model, scored, params, rounds, confidence_level)
+        steps["Lambda and DeepLearningExamples, leave one model out"] = step_summary(ds, result, np.where(scored, model, None))
+    framework = text_keys(runs["framework"]).to_numpy(object)
+    scored = (source == DLPERF_SOURCE) | np.isin(source, DLE_SOURCES)
+    if len(set(framework[scored])) > 1:
+        note("leave one framework out (DLPerf and DeepLearningExamples)")
+        result = held_out(ds, "framework", framework, scored, params, rounds, confidence_level, pair_kinds=("gpus",), pair_suffix=" (DLPerf, DLE)")
+        steps["DLPerf and DeepLearningExamples, leave one framework out"] = step_summary(ds, result, np.where(scored, framework, None))
+        pair_frames += result.pair_frames
+    is_mlperf = mlperf_rows(source)
+    if is_mlperf.any() and (~is_mlperf).any():
+        note("cross-source: trained without MLPerf, predicting MLPerf")
+        group = np.where(is_mlperf, "MLPerf (all rounds)", "other sources")
+        result = held_out(ds, "cross-source", group, is_mlperf, params, rounds, confidence_level, pair_kinds=("gpus",), pair_suffix=" (MLPerf)")
+        results["cross-source"] = result
+        steps["MLPerf (all rounds), trained on the other sources only, by benchmark"] = step_summary(ds, result, np.where(is_mlperf, model, None))
+        pair_frames += result.pair_frames
+    return pair_frames
 
 
 def _folds_of(config: np.ndarray, n_folds: int = 5) -> np.ndarray:
@@ -125,7 +183,7 @@ def _folds_of(config: np.ndarray, n_folds: int = 5) -> np.ndarray:
     return np.array([fold[c] for c in config], object)
 
 
-def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed: int = 0) -> pd.DataFrame:
+def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed: int = 0, ks: tuple[int, ...] = FEW_SHOT_K) -> pd.DataFrame:
     """MAPE on the rest of a held-out GPU type after a refit on k of its runs, against no refit.
 
     The shrinkage prior (kappa) of each GPU type is estimated on the held-out
@@ -140,13 +198,13 @@ def few_shot_refit(ds: Dataset, result: HeldOut | None, groups: np.ndarray, seed
     records = []
     for group in pd.unique(groups[scored]):
         rows = np.flatnonzero(scored & (groups == group))
-        if len(rows) < max(FEW_SHOT_K) + 5:
+        if len(rows) < max(ks) + 5:
             continue
         others = scored & (groups != group)
         if len(pd.unique(groups[others])) < 2:  # a prior needs the spread of at least two other types
             continue
         kappa = random_effects_kappa(residual[others], groups[others])
-        for k in FEW_SHOT_K:
+        for k in ks:
             before, after = [], []
             for _ in range(FEW_SHOT_REPEATS):
                 chosen = rng.choice(rows, k, replace=False)
@@ -192,7 +250,17 @@ def evaluation_summary(ev: Evaluation) -> dict:
     speedups = {}
     if ev.pairs is not None and len(ev.pairs):
         speedups = {str(r["kind"]): _stats(r, "pairs", PAIR_STATS) for r in ev.pairs.to_dict("records")}
-    return {"protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols)}
+    refits = {name: _refit_stats(frame) for name, frame in (
+        ("Lambda, k runs of a held-out GPU type", ev.few_shot),
+        ("MLPerf (all rounds), trained on the other sources, k runs of each GPU type", ev.cross_source_refit),
+    ) if len(frame)}
+    return {"protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols), "refits": refits}
+
+
+def _refit_stats(frame: pd.DataFrame) -> dict:
+    """Per k: MAPE on a group's other runs without and with the refit (mean over groups), in percent."""
+    overall = frame[frame["group"].astype(str).str.startswith("all")]
+    return {str(int(r["k"])): {"mape_no_refit": _percent(r["mape_no_refit"]), "mape_refit": _percent(r["mape_refit"])} for r in overall.to_dict("records")}
 
 
 def no_harm_violations(protocols: dict) -> list[dict]:
@@ -291,6 +359,12 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
         "k runs of the held-out GPU type refit a shrunken log offset (see `training/refit.py`); MAPE on "
         f"that type's other runs, mean over {FEW_SHOT_REPEATS} draws and over GPU types.\n"
     )
+    if len(ev.cross_source_refit):
+        sections.append(
+            "## MLPerf after a refit of the model trained without it\n\n" + markdown_table(ev.cross_source_refit)
+            + f"\n{CROSS_SOURCE_K[0]} MLPerf runs of a GPU type refit the shrunken log offset of the model trained on "
+            f"the other sources only; MAPE on that type's other MLPerf runs, mean over {FEW_SHOT_REPEATS} draws.\n"
+        )
     sections.append(no_harm_markdown(evaluation_summary(ev)["no_harm_violations"]))
     path = out_dir / "report.md"
     path.write_text("\n".join(sections))
