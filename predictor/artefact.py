@@ -274,6 +274,12 @@ def read_metadata(path: Path) -> dict[str, Any]:
     for feature, bounds in ranges.items():
         if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(v) for v in bounds)):
             raise bad(f"domain.ranges.{feature} must be [low, high], two finite numbers")
+    shrink = domain.get("shrink", {})
+    if not isinstance(shrink, dict):
+        raise bad("domain.shrink must be a JSON object of shares, one per fact")
+    for fact, share in shrink.items():
+        if not (_is_number(share) and 0.0 <= share <= 1.0):
+            raise bad(f"domain.shrink.{fact} must be a number from 0 to 1 (the share of the correction an unseen {fact} keeps)")
     return metadata
 
 

@@ -12,12 +12,15 @@ ranges, the combinations it was trained on:
   ``cpu-host``) and ``architecture x network`` (the network tier; ``none``
   for one-host jobs).
 
-Rule for a job outside them: each unseen fact halves the learned correction
-(``log residual x 0.5 ** unseen``), so the prediction fades toward the
-physics; its interval is the pooled one, widened to hold the intervals of
-both the faded and the unfaded prediction; the job's note says which facts
-were unseen. Artefacts trained before these facts were recorded skip the
-check (the single-name and range checks of :mod:`predictor.learned` stay).
+Rule for a job outside them: each unseen fact keeps a share of the learned log
+correction (``log residual x share``; several unseen facts multiply their
+shares), so the prediction fades toward the physics. Training estimates each
+fact's share by holding out values of that fact (:mod:`training.shrink`) and
+records it in ``domain.shrink``; a fact it could not estimate keeps
+:data:`SHRINK_PER_UNSEEN`. The interval is the pooled one, widened to hold the
+intervals of both the faded and the unfaded prediction; the job's note says
+which facts were unseen. Artefacts trained before these facts were recorded
+skip the check (the single-name and range checks of :mod:`predictor.learned` stay).
 
 Keys are built per distinct value or combination, never per row.
 """
@@ -31,7 +34,7 @@ from features.resolve import ResolvedJobs
 from features.fields import ARCHITECTURES
 from features.table import factorize
 
-#: Each unseen fact keeps this share of the learned log correction.
+#: Share of the learned log correction an unseen fact keeps where training recorded no estimate.
 SHRINK_PER_UNSEEN = 0.5
 #: Model family of a job whose model is given by its figures, not a catalogue name.
 CUSTOM_FAMILY = "custom"
@@ -39,6 +42,10 @@ CUSTOM_FAMILY = "custom"
 NO_NETWORK = "none"
 #: Combination names as stored in the artefact's ``domain.combinations``.
 COMBINATIONS = ("architecture x device", "architecture x network")
+#: Every checked fact, as named in notes and in the artefact's ``domain.shrink``.
+FACTS = ("framework", "model", "model family", *COMBINATIONS)
+#: The artefact's ``domain`` key holding the seen values of each single fact.
+_SEEN_KEYS = {"framework": "frameworks", "model": "models", "model family": "model_families"}
 
 
 def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -106,46 +113,63 @@ def seen_domain(resolved: ResolvedJobs) -> dict[str, list]:
     }
 
 
+def fact_values(facts: dict[str, tuple[np.ndarray, np.ndarray]], label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and names of one of :data:`FACTS` (a single fact or a combination)."""
+    return combination_codes(facts, label) if label in COMBINATIONS else facts[label]
+
+
+def _checks(domain: dict, facts: dict) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Per recorded fact: its label, each job's code of an unseen value (-1 where seen or missing) and the names."""
+    checks = []
+    for label in FACTS:
+        seen = domain.get("combinations", {}).get(label) if label in COMBINATIONS else domain.get(_SEEN_KEYS[label])
+        if seen is None:
+            continue
+        codes, names = fact_values(facts, label)
+        unseen = np.append(np.array([_is_unseen(value, set(seen)) for value in names], bool), False)  # -1 picks False
+        checks.append((label, np.where(unseen[codes], codes, -1), names))
+    return checks
+
+
+def unseen_labels(domain: dict, resolved: ResolvedJobs) -> list[str]:
+    """The facts of :data:`FACTS` that some job lies outside of."""
+    return [label for label, codes, _ in _checks(domain, fact_codes(resolved)) if (codes >= 0).any()]
+
+
 def unseen_facts(domain: dict, resolved: ResolvedJobs) -> tuple[np.ndarray, np.ndarray]:
-    """Per job: how many recorded facts it lies outside of, and a note naming them (None where none).
+    """Per job: the share of the learned correction it keeps (1.0 inside every recorded fact), and a note
+    naming the facts it lies outside of (None where none).
 
     Facts the artefact does not record are not checked.
     """
     n = len(resolved.ok)
-    count = np.zeros(n, int)
+    share = np.ones(n)
     notes = np.full(n, None, object)
     if not any(key in domain for key in ("frameworks", "models", "model_families", "combinations")):
-        return count, notes
-    facts = fact_codes(resolved)
-    checks = []
-    for label, key in (("framework", "frameworks"), ("model", "models"), ("model family", "model_families")):
-        if key in domain:
-            checks.append((label, facts[label], set(domain[key])))
-    for name in COMBINATIONS:
-        if name in domain.get("combinations", {}):
-            checks.append((name, combination_codes(facts, name), set(domain["combinations"][name])))
+        return share, notes
+    shares = domain.get("shrink", {})
+    checks = _checks(domain, fact_codes(resolved))
     # Per check, the code of a job's unseen value (-1 where seen), packed into one integer per job.
     pattern = np.zeros(n, np.int64)
-    radices, texts = [], []
-    for label, (codes, names), seen in checks:
-        unseen = np.append(np.array([_is_unseen(value, seen) for value in names], bool), False)  # -1 picks False
-        codes = np.where(unseen[codes], codes, -1)
-        count += codes >= 0
+    radices, texts, kept = [], [], []
+    for label, codes, names in checks:
+        kept.append(float(shares.get(label, SHRINK_PER_UNSEEN)))
+        share[codes >= 0] *= kept[-1]
         pattern = pattern * (len(names) + 1) + (codes + 1)
         radices.append(len(names) + 1)
         texts.append([f"{label} {value} is not in the training data" for value in names])
-    faded = np.flatnonzero(count > 0)
+    faded = np.flatnonzero(pattern > 0)
     if not len(faded):
-        return count, notes
+        return share, notes
     inverse, patterns = factorize(pattern[faded])
     written = []
     for packed in patterns:
-        parts = []
-        for radix, text in zip(reversed(radices), reversed(texts)):
+        parts, part_share = [], 1.0
+        for radix, text, keep in zip(reversed(radices), reversed(texts), reversed(kept)):
             packed, code = divmod(int(packed), radix)
             if code:
                 parts.append(text[code - 1])
-        share = SHRINK_PER_UNSEEN ** len(parts)
-        written.append("; ".join(reversed(parts)) + f"; the learned correction is shrunk to {100 * share:.0f}% toward the physics")
+                part_share *= keep
+        written.append("; ".join(reversed(parts)) + f"; the learned correction is shrunk to {100 * part_share:.0f}% toward the physics")
     notes[faded] = np.array(written, object)[inverse]
-    return count, notes
+    return share, notes

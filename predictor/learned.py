@@ -23,7 +23,7 @@ from features.resolve import ResolvedJobs
 from predictor.artefact import Artefact, ArtefactError
 from features.table import factorize
 from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, step_bins
-from predictor.domain import SHRINK_PER_UNSEEN, unseen_facts
+from predictor.domain import unseen_facts
 
 #: User-facing names of :data:`features.build.RANGE_COLUMNS`, whose training range bounds the model's domain.
 RANGE_FEATURES = {
@@ -74,25 +74,26 @@ def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArray
     columns = resolved.table.columns
     domain = artefact.metadata["domain"]
     extrapolation = domain_notes(domain, resolved, frame)
-    unseen, combination_notes = unseen_facts(domain, resolved)
+    kept, combination_notes = unseen_facts(domain, resolved)
     extrapolation = _merge_notes(extrapolation, combination_notes)
     bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"], columns["software_stack"])
     bins[extrapolation != None] = POOLED  # noqa: E711
-    log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, unseen, bins, confidence_level)
+    log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
 
 
 def faded_prediction(
-    calibration: CalibrationTable, log_physics: np.ndarray, residual: np.ndarray, unseen: np.ndarray, bins: np.ndarray, confidence_level: float
+    calibration: CalibrationTable, log_physics: np.ndarray, residual: np.ndarray, kept: np.ndarray, bins: np.ndarray, confidence_level: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Log step time and its interval, the correction faded toward the physics by unseen facts (:mod:`predictor.domain`).
+    """Log step time and its interval, the correction faded toward the physics: each job keeps the share
+    ``kept`` of it (below 1 where facts are unseen, :func:`predictor.domain.unseen_facts`).
 
     A faded job's interval holds the unfaded prediction's interval too. The
     held-out evaluation scores predictions made by this same function.
     """
-    log_step = log_physics + residual * SHRINK_PER_UNSEEN**unseen
+    log_step = log_physics + residual * kept
     low, high = calibration.interval(log_step, bins, confidence_level)
-    faded = unseen > 0
+    faded = kept < 1
     if faded.any():
         low_full, high_full = calibration.interval(log_physics[faded] + residual[faded], bins[faded], confidence_level)
         low[faded], high[faded] = np.minimum(low[faded], low_full), np.maximum(high[faded], high_full)

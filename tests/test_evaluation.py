@@ -145,8 +145,8 @@ def spied(monkeypatch):
     """Record the runs (by row_id) that reach the residual fit (with its calibration) and the pure-ML fit."""
     import training.evaluate as evaluate
 
-    seen = {"residual": [], "pure_ml": [], "calibration_rows": []}
-    real_fit, real_pure_ml = evaluate.fit_calibrated, evaluate._pure_ml
+    seen = {"residual": [], "pure_ml": [], "calibration_rows": [], "shrink": []}
+    real_fit, real_pure_ml, real_shrink = evaluate.fit_calibrated, evaluate._pure_ml, evaluate.estimate_shrink
 
     def fit_calibrated(sub, *args, **kwargs):
         seen["residual"].append(set(sub.runs["row_id"]))
@@ -158,8 +158,13 @@ def spied(monkeypatch):
         seen["pure_ml"].append(set(train.runs["row_id"]))
         return real_pure_ml(train, test, *args, **kwargs)
 
+    def estimate_shrink(train, *args, **kwargs):
+        seen["shrink"].append(set(train.runs["row_id"]))
+        return real_shrink(train, *args, **kwargs)
+
     monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
     monkeypatch.setattr(evaluate, "_pure_ml", pure_ml)
+    monkeypatch.setattr(evaluate, "estimate_shrink", estimate_shrink)
     return seen
 
 
@@ -175,12 +180,13 @@ def test_held_out_group_and_its_partner_never_reach_fitting_or_calibration(testb
     result = held_out(ds, "tier", network, network != None, FAST_PARAMS, FAST_ROUNDS, exclude=partner)  # noqa: E711
 
     tiers = list(pd.unique(network[network != None]))  # noqa: E711
-    assert len(spied["residual"]) == len(spied["pure_ml"]) == len(tiers) == 4
-    for tier, fitted, pure, calibrated in zip(tiers, spied["residual"], spied["pure_ml"], spied["calibration_rows"]):
+    assert len(spied["residual"]) == len(spied["pure_ml"]) == len(spied["shrink"]) == len(tiers) == 4
+    for tier, fitted, pure, calibrated, shrunk in zip(tiers, spied["residual"], spied["pure_ml"], spied["calibration_rows"], spied["shrink"]):
         held = set(row_id[network == tier])
         tied = set(row_id[partner == tier])
         expected = set(row_id) - held - tied
-        assert fitted == expected and pure == expected, tier
+        # The share an unseen fact keeps is estimated on the training fold alone.
+        assert fitted == expected and pure == expected and shrunk == expected, tier
         assert not fitted & held and not fitted & tied
         # The conformal table saw exactly the training runs' out-of-fold residuals.
         assert calibrated == len(expected)
@@ -315,7 +321,7 @@ def test_held_out_gpu_takes_no_part_in_the_physics_constants(lambda_dataset, mon
 
 
 def test_unseen_facts_fade_the_correction_and_the_interval_keeps_the_unfaded_one():
-    """Hand-computed: a correction of +0.4 (log) halves per unseen fact; the interval holds the unfaded one's."""
+    """Hand-computed: a correction of +0.4 (log) keeps its share (1, 0.5, 0.25); the interval holds the unfaded one's."""
     from predictor.calibration import PERCENTILES, POOLED, CalibrationTable
     from predictor.learned import faded_prediction
 
@@ -324,9 +330,9 @@ def test_unseen_facts_fade_the_correction_and_the_interval_keeps_the_unfaded_one
     table = CalibrationTable({POOLED: lower}, {POOLED: upper}, {POOLED: 100})
     physics = np.log(np.array([1.0, 1.0, 1.0]))
     residual = np.array([0.4, 0.4, -0.4])
-    unseen = np.array([0, 1, 2])
+    kept = np.array([1.0, 0.5, 0.25])
     bins = np.full(3, POOLED, object)
-    log_step, low, high = faded_prediction(table, physics, residual, unseen, bins, 0.9)
+    log_step, low, high = faded_prediction(table, physics, residual, kept, bins, 0.9)
     np.testing.assert_allclose(log_step, [0.4, 0.2, -0.1])
     # Seen: [0.4 - 0.1, 0.4 + 0.2]. Faded: from the faded prediction's low to the unfaded one's high (or the reverse).
     np.testing.assert_allclose(low, [0.3, 0.1, -0.5])

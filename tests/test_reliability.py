@@ -276,6 +276,10 @@ CORRUPTIONS = {
     "metadata that is not UTF-8": ("metadata.json", lambda m, p: (m / "metadata.json").write_bytes(b'{"a": "\xff"}')),
     "missing booster": ("booster.ubj", lambda m, p: (m / "booster.ubj").unlink()),
     "baseline that does not exist": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "baseline": "magic"})),
+    "shrink share above 1": (
+        "metadata.json", _edit_json("metadata.json", lambda d: {**d, "domain": {**d["domain"], "shrink": {"model": 3.0}}})),
+    "shrink share that is not a number": (
+        "metadata.json", _edit_json("metadata.json", lambda d: {**d, "domain": {**d["domain"], "shrink": {"model": "half"}}})),
 }
 
 

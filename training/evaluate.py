@@ -31,13 +31,14 @@ import numpy as np
 import pandas as pd
 
 from predictor.calibration import POOLED, pair_bin_keys, run_bin_keys
-from predictor.domain import unseen_facts
+from predictor.domain import unseen_facts, unseen_labels
 from predictor.learned import domain_notes, faded_prediction
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
 from training.dataset import Dataset, text_keys
 from training.pairs import make_pairs, pair_log_ratios
 from training.physics_fit import FoldConstants
+from training.shrink import estimate_shrink, shrink_shares
 from training.train import fit_calibrated, summarize, training_domain
 
 LAMBDA = "lambdal/deeplearning-benchmark"
@@ -98,7 +99,7 @@ def held_out(
         sub = ds.subset(train, constants)
         model, _, _, _ = fit_calibrated(sub, params, rounds)
         test_ds = ds.subset(test, constants)
-        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, confidence_level)
+        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, params, rounds, confidence_level)
         rows = np.flatnonzero(test)
         out.group[rows] = group
         out.log_residual_model_s[rows] = y_hat
@@ -110,20 +111,23 @@ def held_out(
     return out
 
 
-def _scored_as_shipped(model, train: Dataset, test: Dataset, confidence_level: float):
+def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, rounds: int, confidence_level: float):
     """Log step times and interval bounds for ``test`` as the shipped model would give them.
 
     The training fold's domain decides, as an artefact's does, where the
     correction fades toward the physics and the interval falls back to the
-    pooled bin (:func:`predictor.learned.faded_prediction`).
+    pooled bin (:func:`predictor.learned.faded_prediction`); the share an
+    unseen fact keeps is estimated on the training fold alone
+    (:mod:`training.shrink`), for the facts the test rows lie outside of.
     """
     domain = training_domain(train)
+    domain["shrink"] = shrink_shares(estimate_shrink(train, params, rounds, unseen_labels(domain, test.resolved)))
     notes = domain_notes(domain, test.resolved, test.features)
-    unseen, combination_notes = unseen_facts(domain, test.resolved)
+    kept, combination_notes = unseen_facts(domain, test.resolved)
     bins = model.calibration_.bin_for(run_bin_keys(test.runs))
     bins[(notes != None) | (combination_notes != None)] = POOLED  # noqa: E711
     residual = model.predict(test.features.values)
-    return faded_prediction(model.calibration_, test.log_analytical_s, residual, unseen, bins, confidence_level)
+    return faded_prediction(model.calibration_, test.log_analytical_s, residual, kept, bins, confidence_level)
 
 
 def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.ndarray:

@@ -18,6 +18,12 @@ def model_card(result: "TrainResult") -> str:
     sources = "\n".join(f"- {name}: {count} runs" for name, count in sorted(data["rows_by_source"].items()))
     pairs = ", ".join(f"{kind} {n}" for kind, n in sorted(data["pairs_by_kind"].items())) or "none"
     bins = ", ".join(f"{name} ({n})" for name, n in sorted(meta["calibration_bins"].items()))
+    estimates = meta.get("shrink_estimates", {})
+    shrink = "\n".join(
+        f"- {fact}: keeps {100 * e['share']:.0f}% (chosen on {e['rows']} runs of {e['values']} values held out in turn; "
+        f"MAPE with none / all of it: {e['mape_by_share']['0.00']}% / {e['mape_by_share']['1.00']}%)"
+        for fact, e in sorted(estimates.items())
+    ) or "- none estimated"
     ranges = "\n".join(
         f"- {name}: {low:.3g} to {high:.3g}" for name, (low, high) in sorted(domain["ranges"].items())
     )
@@ -63,8 +69,10 @@ Feature ranges seen:
 - Jobs outside these ranges, or on a GPU type it has not seen, are flagged in the output
   (`extrapolation`); their intervals use the pooled out-of-group residuals and should be read
   as rough. Outside the frameworks, model families and combinations above, each unseen fact
-  also halves the learned correction (the prediction fades toward the physics) and the interval
-  widens to hold the unfaded one (`predictor/domain.py`).
+  also shrinks the learned correction toward the physics to the share estimated for that
+  fact by holding its values out in turn (`training/shrink.py`; 50% where there was only one
+  value to learn from), and the interval widens to hold the unfaded one (`predictor/domain.py`):
+{shrink}
 - Public GPU runs are single-node PyTorch (Lambda) or heavily tuned multi-node submissions
   (MLPerf): PS/Worker and Ethernet-tier effects are learned from the CPU testbed only, at
   scaled-down bandwidths (emulated links), not from GPU clusters.

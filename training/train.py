@@ -33,6 +33,7 @@ from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerpri
 from training.model import ResidualRegressor
 from training.pairs import make_pairs, pair_log_ratios
 from training.refit import random_effects_kappa
+from training.shrink import estimate_shrink, shrink_shares
 from training.model_card import model_card
 from training.tracking import log_training, tracked_run
 from training.tune import N_SPLITS, TuningResult, tune
@@ -127,6 +128,7 @@ def train(
     metrics = {f"cv_{k}": v for k, v in summarize(errors).items()}
     metrics.update({f"analytical_{k}": v for k, v in summarize(analytical_errors).items()})
     fold_metrics = [summarize(errors[valid]) | {"fold": k} for k, (_, valid) in enumerate(folds)]
+    shrink = estimate_shrink(ds, tuning.params, tuning.num_boost_round)
     group_metrics = {
         str(group): summarize(errors[ds.group == group])["mape"] for group in np.unique(ds.group)
     }
@@ -144,7 +146,8 @@ def train(
             "rows_by_source": text_keys(ds.runs["source"]).value_counts().to_dict(),
             "pairs_by_kind": pairs["kind"].value_counts().to_dict(),
         },
-        "domain": training_domain(ds),
+        "domain": training_domain(ds) | {"shrink": shrink_shares(shrink)},
+        "shrink_estimates": {label: estimate.to_dict() for label, estimate in shrink.items()},
         "refit_prior": {"kappa": random_effects_kappa(ds.log_measured_s - oof_log_step, ds.group)},
         "metrics": metrics,
         "calibration_bins": model.calibration_.counts,

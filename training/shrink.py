@@ -1,0 +1,103 @@
+"""How much of the learned correction survives a fact the model never saw: estimated, not assumed.
+
+For each fact of :data:`predictor.domain.FACTS` (framework, model, model
+family, architecture x device, architecture x network) the training runs are
+split by the fact's value into grouped folds; a residual fitted without a
+fold's values predicts that fold, and the share ``s`` of its correction that
+minimises the held-out error of ``log physics + s x correction`` is the share
+an unseen value of that fact keeps (:func:`predictor.domain.unseen_facts`).
+A share near 0 says the correction learned on other models (say) does not
+carry to a new one; near 1, that it does.
+
+Only the data handed in takes part: the held-out evaluation calls this on
+each outer training fold, so the group being scored never shapes its own
+shrinkage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.model_selection import GroupKFold
+
+from predictor.domain import FACTS, fact_codes, fact_values
+from training.cv import sample_weights
+from training.dataset import Dataset
+from training.model import ResidualRegressor
+
+#: Shares tried, from "the correction does not carry" to "it carries in full".
+SHARE_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
+#: Grouped folds per fact (fewer where the fact has fewer distinct values).
+FOLDS = 3
+
+
+@dataclass(frozen=True)
+class ShrinkEstimate:
+    """One fact's estimated share, with what it was estimated on."""
+
+    share: float
+    values: int  # distinct values of the fact among the training runs
+    rows: int  # held-out rows the share was chosen on
+    mape_by_share: dict[str, float]  # held-out MAPE (%) at a few shares ("0.50"), for the record
+
+    def to_dict(self) -> dict:
+        return {"share": self.share, "values": self.values, "rows": self.rows, "mape_by_share": self.mape_by_share}
+
+
+def best_share(measured_residual: np.ndarray, correction: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
+    """The share of ``correction`` (log) with the lowest weighted mean absolute percentage error, and the error per share.
+
+    ``measured_residual`` is log(measured / physics); the prediction with share
+    ``s`` is ``physics x exp(s x correction)``. Ties go to the smaller share
+    (closer to the physics).
+    """
+    errors = np.abs(np.expm1(SHARE_GRID[:, None] * correction[None, :] - measured_residual[None, :]))
+    mape = errors @ weights / weights.sum()
+    return float(SHARE_GRID[int(np.argmin(mape))]), mape
+
+
+def fact_names(facts: dict, label: str) -> np.ndarray:
+    """Each run's value of the fact ``label`` (None where missing or half missing).
+
+    Codes index catalogue rows, so one value (a model family, a device family)
+    may have several codes; the names are what is held out.
+    """
+    codes, names = fact_values(facts, label)
+    whole = [n is not None and not n.endswith(" x None") and not n.startswith("None x ") for n in map(str_or_none, names)]
+    return np.where(np.append(whole, False)[codes], np.append(names, None)[codes], None)
+
+
+def str_or_none(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def estimate_shrink(ds: Dataset, params: dict, rounds: int, labels: tuple[str, ...] | list[str] = FACTS) -> dict[str, ShrinkEstimate]:
+    """Per fact of ``labels`` with at least two values among ``ds``'s runs: the share an unseen value keeps."""
+    facts = fact_codes(ds.resolved)
+    X, y, row_weights = ds.features.values, ds.residual, sample_weights(ds.group)
+    out = {}
+    for label in labels:
+        value = fact_names(facts, label)
+        known = np.flatnonzero(value != None)  # noqa: E711
+        _, codes = np.unique(value[known].astype(str), return_inverse=True)
+        n_values = int(codes.max()) + 1 if len(known) else 0
+        if n_values < 2:
+            continue
+        correction = np.full(len(ds), np.nan)
+        for train, test in GroupKFold(min(FOLDS, n_values)).split(known, groups=codes):
+            # Rows without the fact (custom models, failed lookups) always train.
+            fit_rows = np.setdiff1d(np.arange(len(ds)), known[test])
+            model = ResidualRegressor(params=params, num_boost_round=rounds)
+            model.fit(X[fit_rows], y[fit_rows], sample_weight=row_weights[fit_rows], feature_names=ds.features.names)
+            correction[known[test]] = model.predict(X[known[test]])
+        # Each held-out value counts as the square root of its size, as groups do in fitting.
+        share, mape = best_share(y[known], correction[known], sample_weights(codes))
+        record = {f"{s:.2f}": round(100 * float(m), 2) for s, m in zip(SHARE_GRID, mape) if s in (0.0, 0.25, 0.5, 0.75, 1.0) or s == share}
+        out[label] = ShrinkEstimate(share, n_values, len(known), record)
+    return out
+
+
+def shrink_shares(estimates: dict[str, ShrinkEstimate]) -> dict[str, float]:
+    """The shares alone, as the artefact's ``domain.shrink`` holds them."""
+    return {label: estimate.share for label, estimate in estimates.items()}
