@@ -25,6 +25,7 @@ from features.jobspec import flatten
 from features.layout_spec import is_layout_job
 from features.table import table_from_rows
 from predictor.api import JobLike, Predictor, TablePrediction, as_job
+from predictor.domain import unseen_facts
 from predictor.outputs import output_file
 
 
@@ -45,8 +46,9 @@ ATTRIBUTION_METHODS = ("treeshap", "saabas")
 def family_contributions(predictor: Predictor, result: TablePrediction, method: str = "treeshap") -> tuple[np.ndarray, np.ndarray]:
     """Per job: log contributions of each family (n x families) and the base value (n).
 
-    Their sum is the model's log residual for the job (before a refit offset,
-    which is reported with the base value).
+    Their sum is the log correction the prediction applies: the model's log
+    residual (a refit offset reported with the base value), times the share a
+    job outside the training domain keeps (:func:`predictor.domain.unseen_facts`).
     """
     from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, distinct_feature_rows, import_xgboost
 
@@ -61,7 +63,9 @@ def family_contributions(predictor: Predictor, result: TablePrediction, method: 
     )[inverse]
     families = contributions[:, :-1] @ family_matrix(frame.names)
     base = contributions[:, -1] + artefact.metadata.get("residual_offset", 0.0)
-    return families, base
+    # A job outside the training domain keeps only a share of the correction: so do its parts.
+    kept, _ = unseen_facts(artefact.metadata["domain"], result.resolved)
+    return families * kept[:, None], base * kept
 
 
 @dataclass(frozen=True)

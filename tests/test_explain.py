@@ -107,3 +107,18 @@ def test_saabas_attributions_also_add_up(predictor, testbed_runs):
     families, base = family_contributions(predictor, result, "saabas")
     residual = result.learned.log_step_time_s - np.log(result.breakdown.step_time_s(predictor.artefact.baseline))
     np.testing.assert_allclose(families.sum(axis=1) + base, residual, atol=1e-4)
+
+
+def test_a_job_outside_the_training_domain_explains_the_faded_correction(predictor, ps_job):
+    """PS/Worker on V100s is outside the testbed model's domain: the parts add up to what the prediction applies."""
+    from features.jobspec import flatten
+    from predictor.api import as_job
+
+    result = predictor.predict_table(table_from_rows([flatten(as_job(ps_job))]))
+    assert "not in the training data" in result.extrapolation[0]
+    families, base = family_contributions(predictor, result)
+    applied = result.learned.log_step_time_s - np.log(result.breakdown.step_time_s(predictor.artefact.baseline))
+    np.testing.assert_allclose(families.sum(axis=1) + base, applied, atol=1e-4)
+    e = explain(predictor, ps_job)
+    product = e.analytical_step_time_s * e.base_factor * np.prod(list(e.family_factors.values()))
+    assert product == pytest.approx(e.step_time_s, rel=1e-4)
