@@ -242,12 +242,15 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     eta_matrix = np.where(gpu, eta_matrix, 1.0)
     eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
     fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)
-    matrix_s = np.maximum(
-        d.matrix_flops / (eta_matrix * d.peak_flops_per_s), d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
-    )
-    memory_bound_s = np.maximum(
-        d.other_flops / d.fp32_peak_flops_per_s, fused * d.memory_bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
-    )
+    # A zero rate (a job's own tiny figures) gives an infinite time, which the prediction refuses
+    # with the field's name (predictor.api): no warning on the way.
+    with np.errstate(divide="ignore"):
+        matrix_s = np.maximum(
+            d.matrix_flops / (eta_matrix * d.peak_flops_per_s), d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+        )
+        memory_bound_s = np.maximum(
+            d.other_flops / d.fp32_peak_flops_per_s, fused * d.memory_bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+        )
     launch_scale = np.where(gpu, k.launch_scale, 1.0)
     host_scale = np.where(gpu, k.host_scale, 1.0)
     return DeviceTimes(
