@@ -18,14 +18,14 @@ Log-scale features use log10 of seconds (or bytes, FLOPs) with a floor of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, memory_traffic_bytes
 from features.fields import FRAMEWORKS, SOFTWARE_STACKS
 from features.resolve import ResolvedJobs
-from features.table import map_values
 
 _FLOOR_S = 1e-9
 _FLOOR = 1.0
@@ -43,8 +43,13 @@ class FeatureFrame:
 
     names: tuple[str, ...]
     values: np.ndarray
+    #: The columns as computed (float64) before they were stacked, where kept; failed rows are not blanked in them.
+    columns: dict[str, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def column(self, name: str) -> np.ndarray:
+        """One column at full precision (NaN on failed rows is the caller's: see :func:`range_columns`)."""
+        if self.columns is not None:
+            return self.columns[name]
         return self.values[:, self.names.index(name)]
 
 
@@ -61,11 +66,38 @@ def _one_hot(prefix: str, codes: np.ndarray, n: int) -> dict[str, np.ndarray]:
 
 
 def _categorical(resolved: ResolvedJobs, leaf: str, choices: tuple[str, ...]) -> np.ndarray:
-    return map_values(resolved.table.columns[leaf], {c: i for i, c in enumerate(choices)}, -1, int)
+    return resolved.table.map_column(leaf, {c: i for i, c in enumerate(choices)}, -1, int)
 
 
 def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> FeatureFrame:
-    """The residual model's inputs, from the resolved jobs and their breakdown.
+    """The residual model's inputs (:func:`physical_columns`) as one float matrix."""
+    return _frame(physical_columns(resolved, breakdown), resolved)
+
+
+def stacked_features(sides: Sequence[tuple[ResolvedJobs, BreakdownArrays]]) -> tuple[np.ndarray, list[FeatureFrame]]:
+    """:func:`physical_features` of several tables as one float32 matrix, the trees' input (they split on float32).
+
+    Each column is written once, straight into float32, with no float64 matrix
+    between. The frames returned per table view their rows of the matrix and
+    keep the float64 columns, so range checks read exact values.
+    """
+    sides_columns = [physical_columns(resolved, breakdown) for resolved, breakdown in sides]
+    names = tuple(sides_columns[0]) if sides_columns else ()
+    sizes = [len(resolved.ok) for resolved, _ in sides]
+    values = np.empty((sum(sizes), len(names)), np.float32)
+    frames, start = [], 0
+    for (resolved, _), columns, size in zip(sides, sides_columns, sizes):
+        block = values[start : start + size]
+        for j, column in enumerate(columns.values()):
+            block[:, j] = column
+        block[~resolved.ok] = np.nan
+        frames.append(FeatureFrame(names, block, columns))
+        start += size
+    return values, frames
+
+
+def physical_columns(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> dict[str, np.ndarray]:
+    """The residual model's inputs by name, from the resolved jobs and their breakdown.
 
     Every feature either moves in one direction under every hardware upgrade
     (a component's seconds fall, a bandwidth or peak rises; see
@@ -122,7 +154,7 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
     columns.update(_one_hot("architecture", r.architecture_code, len(ARCHITECTURE_CODES)))
     columns.update(_one_hot("framework", _categorical(r, "framework", FRAMEWORKS), len(FRAMEWORKS)))
     columns["software_tuned"] = (_categorical(r, "software_stack", SOFTWARE_STACKS) == 1).astype(float)
-    return _frame(columns, resolved)
+    return columns
 
 
 def analytical_traffic_bytes(r: ResolvedJobs) -> np.ndarray:
@@ -220,7 +252,7 @@ def raw_features(resolved: ResolvedJobs) -> FeatureFrame:
 def _frame(columns: dict[str, np.ndarray], resolved: ResolvedJobs) -> FeatureFrame:
     values = np.column_stack([np.asarray(v, float) for v in columns.values()]) if columns else np.zeros((0, 0))
     values[~resolved.ok] = np.nan
-    return FeatureFrame(tuple(columns), values)
+    return FeatureFrame(tuple(columns), values, columns)
 
 
 #: Bottleneck families that explanations sum feature attributions into, in display order.

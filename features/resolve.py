@@ -20,7 +20,7 @@ from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
 from features.mechanisms import PhysicsConstants, physics_constants
 from features.op_class_split import first_given, op_classes
 from features.rules import check_links, check_not_layout, check_parallelism, check_workload
-from features.table import JobTable, factorize, map_values
+from features.table import JobTable, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
 
 
@@ -251,8 +251,7 @@ def _lookup(table: JobTable, leaf: str, path: str, index, names: list[str], stri
     ``strict``; otherwise the caller decides (a model outside the catalogue is
     fine when the job gives its figures).
     """
-    values = table.columns[leaf]
-    codes, uniques = factorize(values)
+    codes, uniques = table.codes(leaf)
     position = {name: i for i, name in enumerate(names)}
     resolved = np.full(len(uniques), -1)
     messages: list[str | None] = [None] * len(uniques)
@@ -313,7 +312,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
-    arch = map_values(cols["architecture"], ARCHITECTURE_CODES, -1, int)
+    arch = table.map_column("architecture", ARCHITECTURE_CODES, -1, int)
     workers = cols["workers"]
     gpus_per_worker = cols["gpus_per_worker"]
     total_gpus = workers * gpus_per_worker
@@ -342,8 +341,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     def masked(values: np.ndarray) -> np.ndarray:
         return np.where(ok, values, np.nan)
 
-    framework = map_values(cols["framework"], {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
-    stack = map_values(cols["software_stack"], {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
+    framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
+    stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
     software_latency = cat.software_launch_latency_s[framework, stack]
     software_host = cat.software_host_overhead_s[framework, stack]
 

@@ -32,7 +32,7 @@ import numpy as np
 from features.errors import SpecError, UnknownNameError
 from features.hardware import HardwareCatalog, hardware_catalog
 from features.fields import FLAT_FIELDS
-from features.table import RULES, JobTable, check_column, factorize, map_values
+from features.table import RULES, JobTable, check_column, map_values
 
 #: Flat fields a ``key=value`` override may set.
 OVERRIDABLE = tuple(leaf for leaf in FLAT_FIELDS if leaf not in ("name", "measured_step_time_s"))
@@ -48,7 +48,7 @@ class Step:
 
 def _device_links(table: JobTable, catalog: HardwareCatalog, attr: str) -> np.ndarray:
     """Per row, the named link attribute of the row's GPU (None where the GPU is unknown or has none)."""
-    codes, uniques = factorize(table.columns["gpu"])
+    codes, uniques = table.codes("gpu")
     per_unique = []
     for name in uniques:
         device = catalog.devices.find(name) if name is not None else None
@@ -66,7 +66,7 @@ def _to_allreduce(link_attr: str, preset: str) -> Callable[[JobTable, HardwareCa
         total = cols["workers"] * cols["gpus_per_worker"]
         moves = total > 1
         link = _device_links(table, catalog, link_attr)
-        codes, gpus = factorize(table.columns["gpu"])
+        codes, gpus = table.codes("gpu")
         for u, gpu in enumerate(gpus):
             device = catalog.devices.find(gpu) if gpu is not None else None
             if device is not None and getattr(device, link_attr) is None:

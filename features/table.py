@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,11 +34,14 @@ class JobTable:
     String columns are object arrays holding ``str`` or ``None``; numeric
     columns are float arrays with NaN where a value was not given and the
     field has no default of its own (it is filled in from the catalogues).
+    A column is replaced, never written in place (a scenario assigns a new
+    array), so :meth:`codes` can factorize each column array once.
     """
 
     columns: dict[str, np.ndarray]
     errors: np.ndarray
     failed: np.ndarray | None = None
+    _codes: dict[str, tuple[np.ndarray, np.ndarray, list]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.failed is None:
@@ -61,8 +64,30 @@ class JobTable:
             self.errors[rows] = message
         self.failed[rows] = True
 
+    def codes(self, leaf: str) -> tuple[np.ndarray, list]:
+        """:func:`factorize` of the column ``leaf``, computed once per column array.
+
+        Resolution, features, domain checks and calibration bins all ask for
+        the same text columns; a million-job table factorizes each once.
+        """
+        values = self.columns[leaf]
+        cached = self._codes.get(leaf)
+        if cached is None or cached[0] is not values:
+            cached = self._codes[leaf] = (values, *factorize(values))
+        return cached[1], cached[2]
+
+    def map_column(self, leaf: str, mapping: dict[Any, Any], default: Any, dtype: Any = float) -> np.ndarray:
+        """:func:`map_values` of the column ``leaf``, on its cached codes."""
+        codes, uniques = self.codes(leaf)
+        return np.array([mapping.get(u, default) for u in uniques] or [default], dtype)[codes]
+
     def copy(self) -> "JobTable":
-        return JobTable({k: v.copy() for k, v in self.columns.items()}, self.errors.copy(), self.failed.copy())
+        """A table whose columns and errors can change without touching this one's.
+
+        Columns are replaced, never written in place, so the copy shares the
+        column arrays (and their codes) until it replaces them.
+        """
+        return JobTable(dict(self.columns), self.errors.copy(), self.failed.copy(), dict(self._codes))
 
 
 def is_missing(values: np.ndarray) -> np.ndarray:
@@ -124,7 +149,7 @@ def _bound_text(rule: Field) -> str:
 
 def check_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     if rule.kind == "str":
-        return _check_text_column(table, rule, raw)
+        return _check_text_column(table, rule, raw)[0]
     if rule.kind == "bool":
         return _check_bool_column(table, rule, raw)
     missing = is_missing(raw)
@@ -168,8 +193,13 @@ def _check_bool_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndar
     return values
 
 
-def _check_text_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
-    """Text columns are judged once per distinct value, then mapped back to the rows."""
+def _check_text_column(table: JobTable, rule: Field, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Text columns are judged once per distinct value, then mapped back to the rows.
+
+    Returns the checked column with its codes and distinct values, as
+    :func:`factorize` of it would give them (two raw spellings of one name
+    share a code).
+    """
     codes, uniques = factorize(raw)
     values = np.empty(len(uniques), object)
     messages: list[str | None] = [None] * len(uniques)
@@ -189,7 +219,8 @@ def _check_text_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndar
     for u, message in enumerate(messages):
         if message is not None:
             table.fail(codes == u, message)
-    return values[codes]
+    checked_codes, checked = factorize(values)
+    return values[codes], checked_codes[codes], checked
 
 
 def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None) -> JobTable:
@@ -204,12 +235,18 @@ def validate_columns(raw: Mapping[str, Sequence[Any]], n_rows: int | None = None
     for leaf, rule in RULES.items():
         column = raw.get(leaf)
         values = np.full(n_rows, None, object) if column is None else np.asarray(column)
-        table.columns[leaf] = check_column(table, rule, values)
+        if rule.kind == "str":  # the codes found while checking serve every later look-up
+            checked, codes, uniques = _check_text_column(table, rule, values)
+            table.columns[leaf] = checked
+            table._codes[leaf] = (checked, codes, uniques)
+        else:
+            table.columns[leaf] = check_column(table, rule, values)
     return table
 
 
 def map_values(values: np.ndarray, mapping: dict[Any, Any], default: Any, dtype: Any = float) -> np.ndarray:
-    """``mapping[value]`` for every entry of a column, looked up once per distinct value."""
+    """``mapping[value]`` for every entry of a column, looked up once per distinct value
+    (:meth:`JobTable.map_column` for a table's column)."""
     codes, uniques = factorize(values)
     return np.array([mapping.get(u, default) for u in uniques] or [default], dtype)[codes]
 

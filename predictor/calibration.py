@@ -139,13 +139,12 @@ IDENTITY = "identity"
 MIXED = "mixed"
 
 
-def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray) -> np.ndarray:
-    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack)."""
-    from features.table import factorize
-
-    arch_codes, archs = factorize(architecture)
-    net_codes, nets = factorize(network)
-    stack_codes, stacks = factorize(software_stack)
+def step_bins(table: CalibrationTable, jobs) -> np.ndarray:
+    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack)
+    of the job table ``jobs`` (a :class:`features.table.JobTable`)."""
+    arch_codes, archs = jobs.codes("architecture")
+    net_codes, nets = jobs.codes("network")
+    stack_codes, stacks = jobs.codes("software_stack")
     combo = (arch_codes * len(nets) + net_codes) * len(stacks) + stack_codes
     distinct, inverse = np.unique(combo, return_inverse=True)
     pair, stack = np.divmod(distinct, len(stacks))
@@ -155,7 +154,9 @@ def step_bins(table: CalibrationTable, architecture: np.ndarray, network: np.nda
 
 def pair_bins(table: CalibrationTable, kinds: np.ndarray) -> np.ndarray:
     """Each what-if's speedup bin in ``table``, resolved once per kind."""
-    distinct, inverse = np.unique(kinds.astype(str), return_inverse=True)
+    from features.table import factorize
+
+    inverse, distinct = factorize(kinds)
     return table.bin_for(pair_bin_keys(distinct))[inverse]
 
 
@@ -171,7 +172,9 @@ def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.
     for kind in PAIR_KINDS:
         column = "total_gpus" if kind == "gpus" else kind
         a, b = np.asarray(base[column]), np.asarray(target[column])
-        if a.dtype.kind == "f":
+        if a is b:  # a column the what-if left alone (job tables share unchanged columns)
+            changed[kind] = np.zeros(n, bool)
+        elif a.dtype.kind == "f":
             changed[kind] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
         else:
             changed[kind] = np.asarray(a != b, bool)  # text or None, compared as objects

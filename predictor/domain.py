@@ -74,7 +74,7 @@ def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray
     facts["network"] = indexed(network, links)
     columns = resolved.table.columns
     if "framework" in columns:
-        codes, names = factorize(columns["framework"])
+        codes, names = resolved.table.codes("framework")
         text = [None if n is None or (isinstance(n, float) and np.isnan(n)) else str(n) for n in names]
         facts["framework"] = (np.where(ok, codes, -1), np.array(text, object))
     else:

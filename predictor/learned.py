@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from features.analytical import BreakdownArrays
-from features.build import physical_features, range_columns
+from features.build import range_columns, stacked_features
 from features.resolve import ResolvedJobs
-from predictor.artefact import Artefact, ArtefactError
 from features.table import factorize
+from predictor.artefact import Artefact, ArtefactError
 from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, step_bins
 from predictor.domain import unseen_facts
 
@@ -56,12 +56,10 @@ def predict_times_together(
     leaves every feature of a job it does not touch alike), and the trees see
     each distinct row once; each row's prediction is the same as alone.
     """
-    frames = [physical_features(resolved, breakdown) for resolved, breakdown in sides]
-    for frame in frames:
-        if list(frame.names) != artefact.feature_names:
-            raise ArtefactError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`", artefact.path)
-    # One float32 matrix for every side (the trees split on float32 values): one copy, not two.
-    values = np.concatenate([frame.values for frame in frames], dtype=np.float32)
+    # One float32 matrix for every side (the trees split on float32 values), each column written once.
+    values, frames = stacked_features(sides)
+    if frames and list(frames[0].names) != artefact.feature_names:
+        raise ArtefactError(f"model at {artefact.path} was trained on other features; retrain it with `predict train`", artefact.path)
     residuals = np.split(artefact.predict_residual(values), np.cumsum([len(frame.values) for frame in frames])[:-1])
     return [
         _times(artefact, resolved, breakdown, frame, residual, confidence_level)
@@ -71,12 +69,11 @@ def predict_times_together(
 
 def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, frame, residual: np.ndarray, confidence_level: float) -> LearnedTimes:
     log_physics = np.log(breakdown.step_time_s(artefact.baseline))
-    columns = resolved.table.columns
     domain = artefact.metadata["domain"]
     extrapolation = domain_notes(domain, resolved, frame)
     kept, combination_notes = unseen_facts(domain, resolved)
     extrapolation = _merge_notes(extrapolation, combination_notes)
-    bins = step_bins(artefact.step_calibration, columns["architecture"], columns["network"], columns["software_stack"])
+    bins = step_bins(artefact.step_calibration, resolved.table)
     bins[extrapolation != None] = POOLED  # noqa: E711
     log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
@@ -101,9 +98,18 @@ def faded_prediction(
 
 
 def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
-    both = (notes != None) & (more != None)  # noqa: E711
-    out = np.where(notes == None, more, notes)  # noqa: E711
-    out[both] = notes[both] + "; " + more[both]
+    """Both notes of each job, joined; text is joined once per distinct pair of notes, not once per row."""
+    has_more = more != None  # noqa: E711
+    if not has_more.any():
+        return notes
+    out = np.where(has_more, more, notes)
+    both = np.flatnonzero(has_more & (notes != None))  # noqa: E711
+    if len(both):
+        first_codes, firsts = factorize(notes[both])
+        second_codes, seconds = factorize(more[both])
+        pair_codes, pairs = factorize(first_codes * len(seconds) + second_codes)
+        joined = np.array([f"{firsts[p // len(seconds)]}; {seconds[p % len(seconds)]}" for p in pairs], object)
+        out[both] = joined[pair_codes]
     return out
 
 
@@ -115,7 +121,7 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> np.ndarray:
     """
     notes = np.full(len(resolved.ok), None, object)
     for column in ("gpu", "architecture"):
-        codes, names = factorize(resolved.table.columns[column])
+        codes, names = resolved.table.codes(column)
         seen = domain["gpus" if column == "gpu" else "architectures"]
         for u, name in enumerate(names):
             if name is not None and name not in seen:

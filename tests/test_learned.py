@@ -198,3 +198,13 @@ def test_no_feature_names_a_model_or_a_gpu():
     for identity in ("log_flops_per_sample", "log_param_count", "log_peak_flops_per_s", "device_release_year"):
         assert identity not in names
     assert {"log_roofline_s", "log_matrix_s", "log_launch_s", "log_exposed_comm_s"} <= set(names)
+
+
+def test_two_notes_of_a_job_are_joined_and_a_single_note_kept():
+    from predictor.learned import _merge_notes
+
+    notes = np.array(["gpu X is not in the training data", None, "a", None], object)
+    more = np.array(["framework y is not in the training data", "b", None, None], object)
+    merged = _merge_notes(notes, more)
+    assert list(merged) == ["gpu X is not in the training data; framework y is not in the training data", "b", "a", None]
+    assert _merge_notes(notes, np.full(4, None, object)) is notes
