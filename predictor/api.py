@@ -264,7 +264,7 @@ class Predictor:
         global_batch = float(result.global_batch_size[row])
         warnings = self.warnings
         if result.extrapolation is not None and result.extrapolation[row] is not None:
-            warnings += (f"outside the training data: {result.extrapolation[row]}; the interval is the pooled one",)
+            warnings += (f"outside the training data: {result.extrapolation[row]}",)
         return Prediction(
             name=name,
             step_time_s=step_time_s,

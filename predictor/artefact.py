@@ -260,7 +260,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
     if metadata.get("baseline") not in OVERLAP_STRATEGIES:
         raise bad(f"baseline {metadata.get('baseline')!r} is not one of {', '.join(OVERLAP_STRATEGIES)}")
     offset = metadata.get("residual_offset", 0.0)
-    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or not np.isfinite(offset):
+    if not _is_number(offset):
         raise bad(f"residual_offset {offset!r} is not a finite number")
     domain = metadata.get("domain")
     if not isinstance(domain, dict):
@@ -284,7 +284,20 @@ def read_metadata(path: Path) -> dict[str, Any]:
 
 
 def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and bool(np.isfinite(value))
+    return _finite_numbers([value], 1)
+
+
+def _finite_numbers(values: Any, length: int) -> bool:
+    """``values`` is a list of ``length`` finite numbers (ints or floats, never bools), checked in one pass
+    over the types and one numpy pass over the values: a model's calibration holds thousands."""
+    if not isinstance(values, list) or len(values) != length:
+        return False
+    if not set(map(type, values)) <= {int, float}:
+        return False
+    try:
+        return bool(np.isfinite(np.array(values, dtype=float)).all())
+    except OverflowError:  # a whole number past any float
+        return False
 
 
 def feature_names() -> tuple[str, ...]:
@@ -347,7 +360,7 @@ def _read_calibration(file: Path) -> tuple[CalibrationTable, CalibrationTable | 
 def calibration_problem(data: dict) -> str | None:
     """What is wrong with a stored calibration table (None when it is usable)."""
     percentiles = data.get("percentiles")
-    if not isinstance(percentiles, list) or len(percentiles) != len(PERCENTILES) or not all(_is_number(p) for p in percentiles):
+    if not _finite_numbers(percentiles, len(PERCENTILES)):
         return f"percentiles must be a list of {len(PERCENTILES)} numbers"
     if list(np.round(percentiles, 1)) != list(PERCENTILES):
         return "percentiles differ from this version's"
@@ -362,6 +375,6 @@ def calibration_problem(data: dict) -> str | None:
             return f"bin {name!r}: n must be a whole number >= 0"
         for side in ("lower", "upper"):
             values = entry.get(side)
-            if not isinstance(values, list) or len(values) != len(PERCENTILES) or not all(_is_number(v) for v in values):
+            if not _finite_numbers(values, len(PERCENTILES)):
                 return f"bin {name!r}: {side} must be a list of {len(PERCENTILES)} finite numbers"
     return None

@@ -35,7 +35,7 @@ Output columns:
   target fails (say, ``allreduce-nvlink`` on a GPU without NVLink) keeps its
   baseline and gets NaN here, with the reason in ``error``;
 * ``extrapolation``: with a learned model, why a job lies outside its
-  training data (its interval is then the pooled one);
+  training data, and where its interval is therefore the pooled one;
 * ``error``: missing where the row is fine.
 """
 

@@ -5,8 +5,9 @@ log residual on the physical features; the step time is the analytical
 baseline times its exponential. Intervals come from the artefact's
 calibration tables; a speedup's interval calibrates the log ratio directly.
 Jobs outside the training data (an unseen GPU, sizes beyond the range seen)
-get a note, and their intervals come from the pooled bin of out-of-group
-residuals; outside the seen framework, model family or combinations
+get a note. An unseen GPU type keeps its bin, whose out-of-fold residuals
+are those of GPU types held out; every other reason sends the interval to
+the pooled bin. Outside the seen framework, model family or combinations
 (:mod:`predictor.domain`) the correction also fades toward the physics.
 """
 
@@ -41,6 +42,7 @@ class LearnedTimes:
     lower_s: np.ndarray
     upper_s: np.ndarray
     extrapolation: np.ndarray  # None, or why the job is outside the training data
+    pooled: np.ndarray | None = None  # True where the interval comes from the pooled bin
 
 
 def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, confidence_level: float) -> LearnedTimes:
@@ -70,13 +72,15 @@ def predict_times_together(
 def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, frame, residual: np.ndarray, confidence_level: float) -> LearnedTimes:
     log_physics = np.log(breakdown.step_time_s(artefact.baseline))
     domain = artefact.metadata["domain"]
-    extrapolation = domain_notes(domain, resolved, frame)
+    extrapolation, pooled = domain_notes(domain, resolved, frame)
     kept, combination_notes = unseen_facts(domain, resolved)
     extrapolation = _merge_notes(extrapolation, combination_notes)
+    pooled |= combination_notes != None  # noqa: E711
+    extrapolation = _append_note(extrapolation, pooled, "the interval is the pooled one")
     bins = step_bins(artefact.step_calibration, resolved.table)
-    bins[extrapolation != None] = POOLED  # noqa: E711
+    bins[pooled] = POOLED
     log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
-    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation)
+    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled)
 
 
 def faded_prediction(
@@ -97,6 +101,11 @@ def faded_prediction(
     return log_step, low, high
 
 
+def _pooled(times: LearnedTimes) -> np.ndarray:
+    """Where a side's interval is the pooled one (every extrapolating row, for times given without the flag)."""
+    return times.pooled if times.pooled is not None else times.extrapolation != None  # noqa: E711
+
+
 def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
     """Both notes of each job, joined; text is joined once per distinct pair of notes, not once per row."""
     has_more = more != None  # noqa: E711
@@ -113,19 +122,39 @@ def _merge_notes(notes: np.ndarray, more: np.ndarray) -> np.ndarray:
     return out
 
 
-def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> np.ndarray:
-    """Per job, why it lies outside the training ``domain`` (an artefact's ``metadata["domain"]``; None where it does not).
+def _append_note(notes: np.ndarray, mask: np.ndarray, text: str) -> np.ndarray:
+    """``notes`` with "; ``text``" after the note of every row of ``mask`` (once per distinct note)."""
+    rows = np.flatnonzero(mask & (notes != None))  # noqa: E711
+    if not len(rows):
+        return notes
+    out = notes.copy()
+    codes, distinct = factorize(notes[rows])
+    out[rows] = np.array([f"{note}; {text}" for note in distinct], object)[codes]
+    return out
 
+
+def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> tuple[np.ndarray, np.ndarray]:
+    """Per job, why it lies outside the training ``domain`` (an artefact's ``metadata["domain"]``; None where it
+    does not), and whether its interval comes from the pooled bin.
+
+    Every note sends the interval to the pooled bin but one: a GPU type not
+    in the training data. The calibration residuals are out of fold with
+    whole GPU types held out (:mod:`training.cv`), so the job's own bin
+    already says how far off the model is on a GPU type it never saw.
     Notes are built per distinct name or per range, never per row, so a
     million-job fleet pays for them once.
     """
     notes = np.full(len(resolved.ok), None, object)
+    pooled = np.zeros(len(resolved.ok), bool)
     for column in ("gpu", "architecture"):
         codes, names = resolved.table.codes(column)
         seen = domain["gpus" if column == "gpu" else "architectures"]
         for u, name in enumerate(names):
             if name is not None and name not in seen:
-                _note(notes, resolved.ok & (codes == u), f"{column} {name} is not in the training data")
+                rows = resolved.ok & (codes == u)
+                _note(notes, rows, f"{column} {name} is not in the training data")
+                if column == "architecture":
+                    pooled |= rows
     for feature, values in range_columns(resolved, frame).items():
         label, to_user = RANGE_FEATURES[feature]
         low, high = domain["ranges"][feature]
@@ -133,7 +162,8 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> np.ndarray:
             below, above = values < low - 1e-9, values > high + 1e-9
         _note(notes, resolved.ok & below, f"{label} below the training range ({to_user(low):.3g}-{to_user(high):.3g})")
         _note(notes, resolved.ok & above, f"{label} above the training range ({to_user(low):.3g}-{to_user(high):.3g})")
-    return notes
+        pooled |= resolved.ok & (below | above)
+    return notes, pooled
 
 
 def _note(notes: np.ndarray, mask: np.ndarray, text: str) -> None:
@@ -171,8 +201,7 @@ def predict_speedup(
         p = np.where(log_ratio > 0, 1.0, 0.0)
     else:
         bins = pair_bins(table, kinds)
-        extrapolating = (base.extrapolation != None) | (target.extrapolation != None)  # noqa: E711
-        bins[extrapolating] = POOLED
+        bins[_pooled(base) | _pooled(target)] = POOLED
         low, high = table.interval(log_ratio, bins, confidence_level)
         p = table.probability_above(log_ratio, bins, 0.0)
     # The identity what-if has the same features on both sides, so its log ratio is exactly 0 already;

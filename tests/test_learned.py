@@ -208,3 +208,30 @@ def test_two_notes_of_a_job_are_joined_and_a_single_note_kept():
     merged = _merge_notes(notes, more)
     assert list(merged) == ["gpu X is not in the training data; framework y is not in the training data", "b", "a", None]
     assert _merge_notes(notes, np.full(4, None, object)) is notes
+
+
+def test_an_unseen_gpu_type_keeps_its_bin_and_an_unseen_architecture_takes_the_pooled_one():
+    """Calibration residuals come from folds that hold whole GPU types out, so they already price a new GPU;
+    nothing in them prices an architecture never trained on."""
+    import copy
+
+    from predictor import Predictor
+
+    shipped = Predictor()
+    job = {"workload": {"model": "resnet50", "batch_size_per_gpu": 64}, "parallelism": {"architecture": "single"},
+           "cluster": {"gpu": "A100-SXM4-80GB"}}
+    seen = shipped.time(job)
+    assert not seen.warnings
+    for forget, key, pooled in (("A100-SXM4-80GB", "gpus", False), ("single", "architectures", True)):
+        p = Predictor()
+        p.artefact.metadata = copy.deepcopy(p.artefact.metadata)
+        p.artefact.metadata["domain"][key].remove(forget)
+        unseen = p.time(job)
+        (warning,) = unseen.warnings
+        assert f"{forget} is not in the training data" in warning
+        assert ("the interval is the pooled one" in warning) is pooled
+        assert unseen.step_time_s == pytest.approx(seen.step_time_s)  # neither fact fades the correction
+        same = (unseen.lower_s, unseen.upper_s) == pytest.approx((seen.lower_s, seen.upper_s))
+        assert same is not pooled
+        if pooled:  # the pooled bin holds the MLPerf and testbed residuals too: wider
+            assert unseen.upper_s / unseen.lower_s > seen.upper_s / seen.lower_s

@@ -254,6 +254,14 @@ def _edit_json(name, edit):
     return corrupt
 
 
+def _first_bin_value(value):
+    def edit(data):
+        next(iter(data["step"]["bins"].values()))["upper"][100] = value
+        return data
+
+    return edit
+
+
 def _shorten_first_bin(data):
     first = next(iter(data["step"]["bins"].values()))
     first["lower"] = first["lower"][:10]
@@ -267,6 +275,9 @@ CORRUPTIONS = {
     "truncated booster": ("booster.ubj", _truncate("booster.ubj")),
     "JSON booster where UBJ is expected": ("booster.ubj", _json_booster),
     "calibration table of the wrong shape": ("calibration.json", _edit_json("calibration.json", _shorten_first_bin)),
+    "calibration with a true among its offsets": ("calibration.json", _edit_json("calibration.json", _first_bin_value(True))),
+    "calibration with a text offset": ("calibration.json", _edit_json("calibration.json", _first_bin_value("0.1"))),
+    "calibration with an offset too large for a float": ("calibration.json", _edit_json("calibration.json", _first_bin_value(10**400))),
     "calibration that is a list": ("calibration.json", _edit_json("calibration.json", lambda d: [d])),
     "metadata that is a list": ("metadata.json", _edit_json("metadata.json", lambda d: [d])),
     "feature list of the wrong length": (
@@ -276,6 +287,7 @@ CORRUPTIONS = {
     "metadata that is not UTF-8": ("metadata.json", lambda m, p: (m / "metadata.json").write_bytes(b'{"a": "\xff"}')),
     "missing booster": ("booster.ubj", lambda m, p: (m / "booster.ubj").unlink()),
     "baseline that does not exist": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "baseline": "magic"})),
+    "residual offset too large for a float": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "residual_offset": 10**400})),
     "shrink share above 1": (
         "metadata.json", _edit_json("metadata.json", lambda d: {**d, "domain": {**d["domain"], "shrink": {"model": 3.0}}})),
     "shrink share that is not a number": (

@@ -122,10 +122,10 @@ def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, round
     """
     domain = training_domain(train)
     domain["shrink"] = shrink_shares(estimate_shrink(train, params, rounds, unseen_labels(domain, test.resolved)))
-    notes = domain_notes(domain, test.resolved, test.features)
+    _, pooled = domain_notes(domain, test.resolved, test.features)
     kept, combination_notes = unseen_facts(domain, test.resolved)
     bins = model.calibration_.bin_for(run_bin_keys(test.runs))
-    bins[(notes != None) | (combination_notes != None)] = POOLED  # noqa: E711
+    bins[pooled | (combination_notes != None)] = POOLED  # noqa: E711
     residual = model.predict(test.features.values)
     return faded_prediction(model.calibration_, test.log_analytical_s, residual, kept, bins, confidence_level)
 
