@@ -27,6 +27,7 @@ from features.table import table_from_rows
 from predictor.api import JobLike, Predictor, TablePrediction, as_job
 from predictor.domain import unseen_facts
 from predictor.outputs import output_file
+from predictor.treeshap import grouped_shap
 
 
 def family_matrix(feature_names: Sequence[str]) -> np.ndarray:
@@ -58,11 +59,12 @@ def family_contributions(predictor: Predictor, result: TablePrediction, method: 
     first, inverse = distinct_feature_rows(values) if len(values) >= DEDUPLICATE_ABOVE_ROWS else (slice(None), slice(None))
     xgb = import_xgboost()
     booster = artefact.xgboost_booster()
-    contributions = booster.predict(
-        xgb.DMatrix(values[first], feature_names=list(frame.names)), pred_contribs=True, approx_contribs=method == "saabas"
-    )[inverse]
-    families = contributions[:, :-1] @ family_matrix(frame.names)
-    base = contributions[:, -1] + artefact.metadata.get("residual_offset", 0.0)
+    if method == "saabas":
+        contributions = booster.predict(xgb.DMatrix(values[first], feature_names=list(frame.names)), pred_contribs=True, approx_contribs=True)
+        families, base = contributions[:, :-1] @ family_matrix(frame.names), contributions[:, -1]
+    else:
+        families, base = grouped_shap(booster, values[first], family_matrix(frame.names), frame.names)
+    families, base = families[inverse], base[inverse] + artefact.metadata.get("residual_offset", 0.0)
     # A job outside the training domain keeps only a share of the correction: so do its parts.
     kept, _ = unseen_facts(artefact.metadata["domain"], result.resolved)
     return families * kept[:, None], base * kept

@@ -86,8 +86,12 @@ def test_explain_cli_json_and_plot(trained, tmp_path):
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_attributions_are_the_shap_librarys_tree_shap_values(predictor, testbed_runs):
+@pytest.mark.parametrize("per_tree_above_rows", [1, 10**9], ids=["tree by tree", "one call"])
+def test_attributions_are_the_shap_librarys_tree_shap_values(predictor, testbed_runs, monkeypatch, per_tree_above_rows):
     shap = pytest.importorskip("shap")
+    from predictor import treeshap
+
+    monkeypatch.setattr(treeshap, "PER_TREE_ABOVE_ROWS", per_tree_above_rows)
     rows = testbed_runs.drop(columns=["measured_step_time_s"]).head(30).to_dict("records")
     result = predictor.predict_table(table_from_rows(rows))
     from features.build import physical_features
