@@ -11,12 +11,19 @@ wall time of each and the median of the per-pair ratios (command / numpy).
 ``predict speedup`` from another checkout of the project (its Typer app,
 ``cli.main:app``, the entry point before ``cli.quick``), so the two are
 compared in the same run.
+
+Both commands import compiled bytecode, as an installed package does: numpy's
+was compiled when pip installed it, and the project's is written by the
+warm-up run, so ``PYTHONDONTWRITEBYTECODE`` is removed from the children's
+environment. ``--no-bytecode`` keeps it (where set), timing the project's
+modules compiled from source on every run against numpy's compiled ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,9 +38,9 @@ COMMANDS = {
 }
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 
@@ -42,20 +49,24 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--against", type=Path, default=None, help="another checkout whose predict speedup is timed in the same rounds")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE from the environment")
     args = parser.parse_args()
+    env = dict(os.environ)
+    if not args.no_bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     commands = dict(COMMANDS)
     if args.against:
         boot = f"import sys; sys.path.insert(0, {str(args.against.resolve())!r}); sys.argv[0] = 'predict'; from cli.main import app; app()"
         commands["against"] = [sys.executable, "-c", boot, *COMMANDS["predict speedup --json"][1:]]
     times: dict[str, list[float]] = {name: [] for name in commands}
     for command in commands.values():
-        timed(command)  # warm the file cache once
+        timed(command, env)  # warm the file cache once (and write the bytecode)
     names = list(commands)
     for i in range(args.pairs):
         for name in names[i % len(names):] + names[: i % len(names)]:  # the order rotates from round to round
-            times[name].append(timed(commands[name]))
+            times[name].append(timed(commands[name], env))
     numpy_s = times["import numpy"]
-    result: dict = {"pairs": args.pairs}
+    result: dict = {"pairs": args.pairs, "bytecode": not args.no_bytecode or "PYTHONDONTWRITEBYTECODE" not in os.environ}
     for name, values in times.items():
         ratios = [t / n for t, n in zip(values, numpy_s)]
         result[name] = {"median_s": statistics.median(values), "median_ratio_to_numpy": statistics.median(ratios)}

@@ -148,7 +148,9 @@ def distinct_feature_rows(data: np.ndarray, key: np.ndarray | None = None) -> tu
     codes = np.asarray(codes, np.int64)
     # Codes number keys in order of first appearance: a key's first row is where their running maximum steps up.
     first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
-    collided = np.flatnonzero((bits[first[codes]] != bits).any(axis=1))
+    # Each row as one opaque value, compared byte for byte (a third of the time of a gathered matrix).
+    rows = bits.view(np.dtype((np.void, bits.itemsize * bits.shape[1]))).ravel()
+    collided = np.flatnonzero(rows[first[codes]] != rows)
     if len(collided):
         codes[collided] = len(first) + np.arange(len(collided))
         first = np.concatenate([first, collided])
