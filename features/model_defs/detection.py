@@ -23,7 +23,7 @@ from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.models.detection.retinanet import RetinaNet
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
-from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, UINT8_BYTES, Probe, Recipe, seeded
+from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, UINT8_BYTES, Probe, Recipe, configured, seeded
 
 TV = "torchvision 0.29.1"
 OBJECTS_PER_IMAGE = 7
@@ -153,10 +153,6 @@ def _retinanet_resnext50() -> nn.Module:
     return RetinaNet(backbone, num_classes=264, min_size=800, max_size=800, fixed_size=(800, 800))
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 MLPERF_V31 = "MLPerf Training v3.1 results (mlcommons/training_results_v3.1), median global batch / accelerators"
 
 RECIPES = [
@@ -175,7 +171,7 @@ RECIPES = [
         ai_matrix=True,
         input_shape=(3, 300, 300),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured("AI Matrix macro_benchmark/SSD README trains batch 32")},
+        extra_sources={"default_batch_size_per_gpu": configured("AI Matrix macro_benchmark/SSD README trains batch 32")},
         notes="AI Matrix's SSD (TensorFlow SSD-Tensorflow port) trains SSD-300 VGG on Pascal VOC.",
     ),
     Recipe(
@@ -192,7 +188,7 @@ RECIPES = [
         input_shape=(3, 300, 300),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured("NVIDIA DeepLearningExamples SSD default --batch-size 32 per GPU")
+            "default_batch_size_per_gpu": configured("NVIDIA DeepLearningExamples SSD default --batch-size 32 per GPU")
         },
         notes="Box matching and hard-negative mining replaced by a dense loss over the 8732 default boxes "
         "(their cost is negligible next to the network).",
@@ -216,8 +212,8 @@ RECIPES = [
         input_shape=(3, 800, 1067),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured("torchvision detection reference: 2 images per GPU"),
-            "input_shape": _configured("a 640x480 COCO image resized to an 800-pixel short side"),
+            "default_batch_size_per_gpu": configured("torchvision detection reference: 2 images per GPU"),
+            "input_shape": configured("a 640x480 COCO image resized to an 800-pixel short side"),
         },
     ),
     Recipe(
@@ -239,8 +235,8 @@ RECIPES = [
         input_shape=(3, 800, 1067),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured(f"{MLPERF_V31}: 96 / 8 = 12 per GPU"),
-            "input_shape": _configured("a 640x480 COCO image resized to an 800-pixel short side"),
+            "default_batch_size_per_gpu": configured(f"{MLPERF_V31}: 96 / 8 = 12 per GPU"),
+            "input_shape": configured("a 640x480 COCO image resized to an 800-pixel short side"),
         },
         notes="The mask head runs on the positive RoIs of random weights (ground-truth boxes are always "
         "among the proposals): a trained network has more positives, so mask-head FLOPs are a lower bound.",
@@ -260,6 +256,6 @@ RECIPES = [
         default_batch_size_per_gpu=32,
         input_shape=(3, 800, 800),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured(f"{MLPERF_V31}: 256 / 8 = 32 per GPU")},
+        extra_sources={"default_batch_size_per_gpu": configured(f"{MLPERF_V31}: 256 / 8 = 32 per GPU")},
     ),
 ]

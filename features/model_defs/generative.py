@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe
+from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe, configured
 
 
 def _gpt3_probe() -> Probe:
@@ -156,10 +156,6 @@ def _sd_probe() -> Probe:
     return Probe(StableDiffusionStep(), make_batch, loss)
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 MLPERF_V31 = "MLPerf Training v3.1 results (mlcommons/training_results_v3.1)"
 VERSIONS = "transformers 5.24.0"
 
@@ -179,9 +175,9 @@ RECIPES = [
         sample_unit="sequences",
         tokens_per_sample=2048,
         extra_sources={
-            "sequence_length": _configured("GPT-3 context length 2048 (Brown et al. 2020), as in MLPerf"),
-            "tokens_per_sample": _configured("one sequence of 2048 tokens"),
-            "default_batch_size_per_gpu": _configured("micro-batch 1 per GPU (Megatron-style tensor and pipeline "
+            "sequence_length": configured("GPT-3 context length 2048 (Brown et al. 2020), as in MLPerf"),
+            "tokens_per_sample": configured("one sequence of 2048 tokens"),
+            "default_batch_size_per_gpu": configured("micro-batch 1 per GPU (Megatron-style tensor and pipeline "
                                                       "parallelism; the data-parallel batch is spread over many GPUs)"),
         },
         notes="Trained with tensor and pipeline parallelism: only 1/(TP*PP) of the gradient is all-reduced per "
@@ -204,9 +200,9 @@ RECIPES = [
         sample_unit="sequences",
         tokens_per_sample=LLAMA_SEQ,
         extra_sources={
-            "sequence_length": _configured("mlcommons/training llama2_70b_lora README: --max_seq_len 8192"),
-            "tokens_per_sample": _configured("one sequence of 8192 tokens"),
-            "default_batch_size_per_gpu": _configured(
+            "sequence_length": configured("mlcommons/training llama2_70b_lora README: --max_seq_len 8192"),
+            "tokens_per_sample": configured("one sequence of 8192 tokens"),
+            "default_batch_size_per_gpu": configured(
                 "mlcommons/training llama2_70b_lora README: --per_device_train_batch_size 1"
             ),
         },
@@ -231,7 +227,7 @@ RECIPES = [
         input_shape=(4, 64, 64),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured(f"{MLPERF_V31}: global batch 2048 over 64 accelerators"),
+            "default_batch_size_per_gpu": configured(f"{MLPERF_V31}: global batch 2048 over 64 accelerators"),
         },
         notes="param_count includes the frozen text encoder; dense_param_count is the UNet.",
     ),

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe
+from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe, configured
 
 # Cora (Sen et al. 2008; Kipf and Welling 2017, Table 1): 2,708 nodes, 5,429
 # undirected edges, 1,433 bag-of-words features, 7 classes, 140 labelled.
@@ -166,10 +166,6 @@ def _rgat_probe() -> Probe:
     return Probe(RGAT(), make_batch, loss)
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 _TREE_NODES = 1 + 15 + 150 + 750
 _RGAT_BYTES = _TREE_NODES * (RGAT_IN * 2 + 2 * INT64_BYTES)
 _CORA_BYTES = CORA_NODES * CORA_FEATURES * FLOAT32_BYTES + (2 * CORA_EDGES + CORA_NODES) * 2 * INT64_BYTES
@@ -190,7 +186,7 @@ RECIPES = [
         f"{_CORA_BYTES} B, copied once and kept on the device in full-batch training",
         default_batch_size_per_gpu=1,
         sample_unit="graphs",
-        extra_sources={"default_batch_size_per_gpu": _configured("full-batch training: one graph per step")},
+        extra_sources={"default_batch_size_per_gpu": configured("full-batch training: one graph per step")},
     ),
     Recipe(
         name="rgat",
@@ -208,7 +204,7 @@ RECIPES = [
         default_batch_size_per_gpu=1024,
         sample_unit="seed nodes",
         extra_sources={
-            "default_batch_size_per_gpu": _configured(
+            "default_batch_size_per_gpu": configured(
                 "mlcommons/training graph_neural_network train_rgnn_multi_gpu.py --train_batch_size 1024"
             ),
         },

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from features.model_defs.recipe import INT64_BYTES, Probe, Recipe, randint, repeat_to, seeded
+from features.model_defs.recipe import INT64_BYTES, Probe, Recipe, configured, randint, repeat_to, seeded
 
 # Tokens per side of a WMT16 English-German sentence pair after 32k BPE
 # (about 125 M tokens per side over 4.5 M pairs; training keeps pairs of at
@@ -213,10 +213,6 @@ def _bert_squad_probe(large: bool, seq_len: int = 384) -> Probe:
     return Probe(model, make_batch, loss)
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 TRANSFORMERS = "transformers 5.24.0"
 BERT_PAPER = "Devlin et al. 2019, arXiv:1810.04805"
 LAMBDA_24GB = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_24GB.sh"
@@ -258,12 +254,12 @@ RECIPES = [
         sample_unit="sentence pairs",
         tokens_per_sample=2 * WMT_TOKENS_PER_SIDE,
         extra_sources={
-            "sequence_length": _configured(WMT_LENGTH_SOURCE),
-            "tokens_per_sample": _configured(
+            "sequence_length": configured(WMT_LENGTH_SOURCE),
+            "tokens_per_sample": configured(
                 "source + target tokens of one sentence pair, the unit of DeepLearningExamples GNMT 'Tok/s' "
                 "(README: 'Training: 300155 Tok/s'), with the sequence length above"
             ),
-            "default_batch_size_per_gpu": _configured("DeepLearningExamples GNMT README: batch size 128 per GPU"),
+            "default_batch_size_per_gpu": configured("DeepLearningExamples GNMT README: batch size 128 per GPU"),
         },
         notes="AI Matrix's NMT benchmark is the TensorFlow NMT tutorial's GNMT-style model.",
     ),
@@ -282,11 +278,11 @@ RECIPES = [
         sample_unit="sentence pairs",
         tokens_per_sample=WMT_TOKENS_PER_SIDE,
         extra_sources={
-            "sequence_length": _configured(WMT_LENGTH_SOURCE),
-            "tokens_per_sample": _configured(
+            "sequence_length": configured(WMT_LENGTH_SOURCE),
+            "tokens_per_sample": configured(
                 "target tokens of one sentence pair (fairseq's words-per-second counts target tokens)"
             ),
-            "default_batch_size_per_gpu": _configured(
+            "default_batch_size_per_gpu": configured(
                 "about 3,500 target tokens per GPU (Vaswani et al.: 25,000 per batch of 8 GPUs) / 28 per pair"
             ),
         },
@@ -306,9 +302,9 @@ RECIPES = [
         sequence_length=128,
         sample_unit="sequences",
         extra_sources={
-            "sequence_length": _configured("pre-training phase 1 (DeepLearningExamples, AI Matrix BERT_PyTorch): "
+            "sequence_length": configured("pre-training phase 1 (DeepLearningExamples, AI Matrix BERT_PyTorch): "
                                            "max_seq_length 128, max_predictions_per_seq 20"),
-            "default_batch_size_per_gpu": _configured("64 sequences per GPU"),
+            "default_batch_size_per_gpu": configured("64 sequences per GPU"),
         },
     ),
     Recipe(
@@ -325,8 +321,8 @@ RECIPES = [
         sequence_length=512,
         sample_unit="sequences",
         extra_sources={
-            "sequence_length": _configured("MLPerf Training BERT: max_seq_length 512, max_predictions_per_seq 76"),
-            "default_batch_size_per_gpu": _configured(
+            "sequence_length": configured("MLPerf Training BERT: max_seq_length 512, max_predictions_per_seq 76"),
+            "default_batch_size_per_gpu": configured(
                 "MLPerf Training v3.1 results (mlcommons/training_results_v3.1): 768 / 8 = 96 per GPU"
             ),
         },
@@ -346,8 +342,8 @@ RECIPES = [
         sequence_length=384,
         sample_unit="sequences",
         extra_sources={
-            "sequence_length": _configured("DeepLearningExamples run_squad.sh max_seq_length 384"),
-            "default_batch_size_per_gpu": _configured(f"{LAMBDA_24GB}: 48 per GPU in FP32"),
+            "sequence_length": configured("DeepLearningExamples run_squad.sh max_seq_length 384"),
+            "default_batch_size_per_gpu": configured(f"{LAMBDA_24GB}: 48 per GPU in FP32"),
         },
     ),
     Recipe(
@@ -363,8 +359,8 @@ RECIPES = [
         sequence_length=384,
         sample_unit="sequences",
         extra_sources={
-            "sequence_length": _configured("DeepLearningExamples run_squad.sh max_seq_length 384"),
-            "default_batch_size_per_gpu": _configured(f"{LAMBDA_24GB}: 16 per GPU in FP32"),
+            "sequence_length": configured("DeepLearningExamples run_squad.sh max_seq_length 384"),
+            "default_batch_size_per_gpu": configured(f"{LAMBDA_24GB}: 16 per GPU in FP32"),
         },
     ),
 ]

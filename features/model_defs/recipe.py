@@ -78,6 +78,11 @@ class Recipe:
     notes: str = ""
 
 
+def configured(text: str) -> tuple[str, str]:
+    """Provenance of a figure the recipe sets from its source's configuration: ("configured", where)."""
+    return ("configured", text)
+
+
 def repeat_to(x: torch.Tensor, batch_size: int, dim: int = 0) -> torch.Tensor:
     """``x`` (holding 2 samples along ``dim``) repeated to ``batch_size`` samples."""
     reps = [1] * x.dim()

@@ -47,6 +47,7 @@ def all_recipes() -> list[Recipe]:
         generative,
         graph,
         language,
+        dlrm,
         recsys,
         speech,
         transformer_xl,
@@ -60,6 +61,7 @@ def all_recipes() -> list[Recipe]:
     recipes += transformer_xl.RECIPES
     recipes += speech.RECIPES
     recipes += recsys.RECIPES
+    recipes += dlrm.RECIPES
     recipes += graph.RECIPES
     recipes += generative.RECIPES
     recipes += [_testbed_recipe(name) for name in TESTBED_NAMES]

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe
+from features.model_defs.recipe import FLOAT32_BYTES, INT64_BYTES, Probe, Recipe, configured
 
 # LJSpeech 1.1 (keithito.com/LJ-Speech-Dataset): 13,100 clips, 1,308,678
 # characters, mean clip 6.57 s at 22,050 Hz; mel hop 256 samples.
@@ -277,10 +277,6 @@ def _rnnt_probe() -> Probe:
     return Probe(RNNT(), make_batch, loss)
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 DLE_TTS = "NVIDIA DeepLearningExamples PyTorch/SpeechSynthesis/Tacotron2"
 LAMBDA_24GB = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_24GB.sh"
 _TACO_BYTES = LJ_CHARS * INT64_BYTES + 81 * LJ_FRAMES * FLOAT32_BYTES + 2 * INT64_BYTES
@@ -306,11 +302,11 @@ RECIPES = [
         sample_unit="utterances",
         tokens_per_sample=LJ_FRAMES,
         extra_sources={
-            "sequence_length": _configured(LJ_SOURCE),
-            "tokens_per_sample": _configured(
+            "sequence_length": configured(LJ_SOURCE),
+            "tokens_per_sample": configured(
                 f"mel frames per utterance ({LJ_SOURCE}); the example's train_items_per_sec counts mel frames"
             ),
-            "default_batch_size_per_gpu": _configured(f"{LAMBDA_24GB}: --batch-size 88"),
+            "default_batch_size_per_gpu": configured(f"{LAMBDA_24GB}: --batch-size 88"),
         },
         notes="Padding to the longest utterance of a batch adds work that per-frame throughput does not count.",
     ),
@@ -330,12 +326,12 @@ RECIPES = [
         sample_unit="segments",
         tokens_per_sample=WAVEGLOW_SEGMENT,
         extra_sources={
-            "sequence_length": _configured(f"{LAMBDA_24GB}: --segment-length 8000"),
-            "tokens_per_sample": _configured(
+            "sequence_length": configured(f"{LAMBDA_24GB}: --segment-length 8000"),
+            "tokens_per_sample": configured(
                 "audio samples per segment (--segment-length 8000); the example's train_items_per_sec counts "
                 "audio samples"
             ),
-            "default_batch_size_per_gpu": _configured(f"{LAMBDA_24GB}: --batch-size 8 in FP32"),
+            "default_batch_size_per_gpu": configured(f"{LAMBDA_24GB}: --batch-size 8 in FP32"),
         },
         notes="The WaveGlow paper's released model uses 256 WN channels (about 88 M parameters); the example "
         "trains with its --wn-channels default of 512.",
@@ -358,11 +354,11 @@ RECIPES = [
         sequence_length=RNNT_FRAMES,
         sample_unit="utterances",
         extra_sources={
-            "sequence_length": _configured(
+            "sequence_length": configured(
                 "LibriSpeech train-960 mean utterance 12.3 s (960.9 h / 281,241 utterances): 1230 frames of 10 ms, "
                 "stacked by 3 to 410 encoder inputs; 43 tokens assumed (about 33 words at 1.3 sentencepieces each)"
             ),
-            "default_batch_size_per_gpu": _configured(
+            "default_batch_size_per_gpu": configured(
                 "MLPerf Training v3.1 results (mlcommons/training_results_v3.1): 1536 / 8 = 192 per GPU"
             ),
         },

@@ -13,11 +13,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from features.model_defs.recipe import (
-    FLOAT32_BYTES,
     INT64_BYTES,
     UINT8_BYTES,
     Probe,
     Recipe,
+    configured     FLOAT32_BYTES,
     randint,
     randn,
     repeat_to,
@@ -185,10 +185,6 @@ def _unet3d_probe() -> Probe:
     return Probe(UNet3D(), make_batch, loss)
 
 
-def _configured(text: str) -> tuple[str, str]:
-    return ("configured", text)
-
-
 AI_MATRIX_CNN = "AI Matrix macro_benchmark/CNN_Tensorflow/train-all.sh runs batch 16, 32 and 64 per GPU"
 
 RECIPES = [
@@ -207,7 +203,7 @@ RECIPES = [
         ai_matrix=True,
         input_shape=(3, 224, 224),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured(AI_MATRIX_CNN)},
+        extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
         notes=(
             "torchvision's GoogLeNet adds batch norm and uses a 3x3 kernel in the '5x5' branch; AI Matrix's "
             "nvcnn.py googlenet has no batch norm and no auxiliary heads."
@@ -227,7 +223,7 @@ RECIPES = [
         input_shape=(3, 224, 224),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured(
+            "default_batch_size_per_gpu": configured(
                 "NVIDIA DeepLearningExamples PyTorch ConvNets resnet50 default batch 256 per GPU"
             )
         },
@@ -245,7 +241,7 @@ RECIPES = [
         ai_matrix=True,
         input_shape=(3, 224, 224),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured(AI_MATRIX_CNN)},
+        extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
     ),
     Recipe(
         name="densenet121",
@@ -260,7 +256,7 @@ RECIPES = [
         ai_matrix=True,
         input_shape=(3, 224, 224),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured(AI_MATRIX_CNN)},
+        extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
     ),
     Recipe(
         name="vgg16",
@@ -275,7 +271,7 @@ RECIPES = [
         ai_matrix=True,
         input_shape=(3, 224, 224),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured(AI_MATRIX_CNN)},
+        extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
     ),
     Recipe(
         name="inception-v3",
@@ -291,7 +287,7 @@ RECIPES = [
         default_batch_size_per_gpu=64,
         input_shape=(3, 299, 299),
         sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": _configured("tf_cnn_benchmarks-style 64 per GPU")},
+        extra_sources={"default_batch_size_per_gpu": configured("tf_cnn_benchmarks-style 64 per GPU")},
     ),
     Recipe(
         name="crnn",
@@ -309,7 +305,7 @@ RECIPES = [
         input_shape=(1, 32, 100),
         sample_unit="images",
         extra_sources={
-            "default_batch_size_per_gpu": _configured("64 per GPU (the CRNN paper trains with batch 64)"),
+            "default_batch_size_per_gpu": configured("64 per GPU (the CRNN paper trains with batch 64)"),
         },
         notes="Labels of 10 characters assumed for the CTC loss (its cost is negligible).",
     ),
@@ -328,7 +324,7 @@ RECIPES = [
         input_shape=(1, 128, 128, 128),
         sample_unit="patches",
         extra_sources={
-            "default_batch_size_per_gpu": _configured("MLPerf reference batch 2 per GPU"),
+            "default_batch_size_per_gpu": configured("MLPerf reference batch 2 per GPU"),
         },
         notes="One sample is one 128^3 training patch (MLPerf counts samples this way).",
     ),
