@@ -13,11 +13,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from features.model_defs.recipe import (
+    FLOAT32_BYTES,
     INT64_BYTES,
     UINT8_BYTES,
     Probe,
     Recipe,
-    configured     FLOAT32_BYTES,
+    configured,
     randint,
     randn,
     repeat_to,
