@@ -5,7 +5,8 @@ says little about PS/Worker on V100s, even though PS/Worker and V100 were
 each seen. So the model's artefact records, besides single names and feature
 ranges, the combinations it was trained on:
 
-* ``framework``, ``model`` (the catalogue model; a model given by its
+* ``framework``, ``software stack`` (stock, or vendor-tuned as MLPerf
+  submissions are), ``model`` (the catalogue model; a model given by its
   figures is checked by family only) and ``model family`` (the workload catalogue's
   domain: vision, language, recommendation ...; ``custom`` likewise);
 * ``architecture x device`` (the device family: ``V100``, ``K80``,
@@ -31,7 +32,7 @@ import numpy as np
 
 from features.catalog_arrays import catalog_arrays
 from features.resolve import ResolvedJobs
-from features.fields import ARCHITECTURES
+from features.fields import ARCHITECTURES, SOFTWARE_STACKS
 from features.table import factorize
 
 #: Share of the learned log correction an unseen fact keeps where training recorded no estimate.
@@ -43,9 +44,9 @@ NO_NETWORK = "none"
 #: Combination names as stored in the artefact's ``domain.combinations``.
 COMBINATIONS = ("architecture x device", "architecture x network")
 #: Every checked fact, as named in notes and in the artefact's ``domain.shrink``.
-FACTS = ("framework", "model", "model family", *COMBINATIONS)
+FACTS = ("framework", "software stack", "model", "model family", *COMBINATIONS)
 #: The artefact's ``domain`` key holding the seen values of each single fact.
-_SEEN_KEYS = {"framework": "frameworks", "model": "models", "model family": "model_families"}
+_SEEN_KEYS = {"framework": "frameworks", "software stack": "software_stacks", "model": "models", "model family": "model_families"}
 
 
 def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -72,6 +73,8 @@ def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray
     # A one-host job's default tier is one it never crosses.
     network = np.where(one_host, len(links) - 1, resolved.network_link_index)
     facts["network"] = indexed(network, links)
+    tuned = resolved.is_tuned if resolved.is_tuned is not None else np.full(len(ok), -1)
+    facts["software stack"] = indexed(np.asarray(tuned, np.int64), list(SOFTWARE_STACKS) + [None])
     columns = resolved.table.columns
     if "framework" in columns:
         codes, names = resolved.table.codes("framework")
@@ -90,7 +93,7 @@ def combination_codes(facts: dict[str, tuple[np.ndarray, np.ndarray]], combinati
 
 
 def domain_facts(resolved: ResolvedJobs) -> dict[str, np.ndarray]:
-    """Per job: framework, model, model family, architecture, device family and network tier (None on failed rows)."""
+    """Per job: framework, software stack, model, model family, architecture, device family and network tier (None on failed rows)."""
     return {name: np.append(names, None)[codes] for name, (codes, names) in fact_codes(resolved).items()}
 
 
@@ -104,10 +107,11 @@ def _present(codes: np.ndarray, names: np.ndarray) -> set:
 
 
 def seen_domain(resolved: ResolvedJobs) -> dict[str, list]:
-    """What training runs cover, for the artefact's metadata: frameworks, model families, combinations."""
+    """What training runs cover, for the artefact's metadata: frameworks, software stacks, model families, combinations."""
     facts = fact_codes(resolved)
     return {
         "frameworks": sorted(str(v) for v in _present(*facts["framework"])),
+        "software_stacks": sorted(str(v) for v in _present(*facts["software stack"])),
         "model_families": sorted(str(v) for v in _present(*facts["model family"])),
         "combinations": {name: sorted(_present(*combination_codes(facts, name))) for name in COMBINATIONS},
     }

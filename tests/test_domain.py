@@ -19,7 +19,7 @@ def model_dirs(trained, tmp_path_factory):
     old = tmp_path_factory.mktemp("old") / "model"
     shutil.copytree(result.path, old)
     metadata = json.loads((old / "metadata.json").read_text())
-    for key in ("frameworks", "models", "model_families", "combinations"):
+    for key in ("frameworks", "software_stacks", "models", "model_families", "combinations"):
         del metadata["domain"][key]
     (old / "metadata.json").write_text(json.dumps(metadata))
     return result.path, old
@@ -29,6 +29,7 @@ def test_training_records_the_combinations_it_saw(trained):
     domain = trained[0].metadata["domain"]
     # Every testbed run is a CPU process under PyTorch on the testbed's own models.
     assert domain["frameworks"] == ["pytorch"]
+    assert domain["software_stacks"] == ["stock"]
     assert domain["model_families"] == ["testbed"]
     assert domain["combinations"]["architecture x device"] == [
         "allreduce-cluster x cpu-host", "allreduce-local x cpu-host", "ps-worker x cpu-host", "single x cpu-host",
@@ -50,7 +51,8 @@ def test_a_ps_worker_job_on_v100s_fades_toward_the_physics_and_says_why(model_di
         assert f"{fact} is not in the training data" in text, fact
     # Five unseen facts: the product of their estimated shares (0.5 where one could not be estimated).
     shrink = json.loads((new / "metadata.json").read_text())["domain"]["shrink"]
-    share = float(np.prod([shrink.get(fact, SHRINK_PER_UNSEEN) for fact in FACTS]))
+    unseen = ("framework", "model", "model family", "architecture x device", "architecture x network")  # its stack is seen
+    share = float(np.prod([shrink.get(fact, SHRINK_PER_UNSEEN) for fact in unseen]))
     assert f"shrunk to {100 * share:.0f}% toward the physics" in text
     assert not any("x V100" in w for w in unfaded.warnings)  # an older artefact skips the check
     # log t = log physics + share x (the correction the old artefact applies in full)
@@ -93,3 +95,21 @@ def test_learned_output_is_labelled_with_the_baseline_it_starts_from(model_dirs,
     analytical = CliRunner().invoke(app, ["time", "--job", str(job), "--model", "none", "--overlap", "none", "--json"])
     assert analytical.exit_code == 0, analytical.output
     assert json.loads(analytical.stdout)["overlap"] == "none"  # the analytical model alone keeps the chosen form
+
+
+def test_a_tuned_stack_is_outside_a_model_trained_on_stock_stacks(model_dirs):
+    """An MLPerf-style tuned stack is a fact of its own: the correction learned on stock stacks fades."""
+    new, _ = model_dirs
+    job = {
+        "workload": {"model": "testbed-recsys", "batch_size_per_gpu": 128},
+        "parallelism": {"architecture": "ps-worker", "workers": 4, "parameter_servers": 1},
+        "cluster": {"gpu": "cpu-host", "network": "emulated-250m", "gpus_per_node": 1},
+    }
+    stock = Predictor(model=new).time(job)
+    tuned = Predictor(model=new).time({**job, "workload": {**job["workload"], "software_stack": "tuned"}})
+    shrink = json.loads((new / "metadata.json").read_text())["domain"]["shrink"]
+    assert "software stack" not in shrink  # one stack seen: nothing to estimate a share from
+    assert "software stack tuned is not in the training data" in " ".join(tuned.warnings)
+    assert f"shrunk to {100 * SHRINK_PER_UNSEEN:.0f}% toward the physics" in " ".join(tuned.warnings)
+    assert not any("not in the training data" in w for w in stock.warnings)
+    assert "software stack" in FACTS

@@ -34,6 +34,25 @@ def test_weights_decide_between_values():
     assert best_share(measured, correction, np.array([1.0, 3.0]))[0] == 0.0
 
 
+def test_no_held_out_value_of_ten_runs_may_lose_more_than_two_points_to_the_physics():
+    """100 runs where the correction is right, 10 where it is wrong: the 10 hold the share at the physics.
+
+    At share s the ten runs are off by exp(0.5 s) - 1: 2.5% at s = 0.05, past the 2 points allowed
+    over their physics error (0), so only s = 0 keeps the rule; without groups s = 1 wins
+    (mean error 10 x 0.649 / 110 = 0.059 against 0.358 at s = 0).
+    """
+    measured = np.r_[np.full(100, 0.5), np.zeros(10)]
+    correction = np.full(110, 0.5)
+    weights = np.ones(110)
+    assert best_share(measured, correction, weights)[0] == 1.0
+    assert best_share(measured, correction, weights, np.r_[np.zeros(100), np.ones(10)])[0] == 0.0
+    # Nine runs are too few to be judged: they do not constrain.
+    assert best_share(measured[:109], correction[:109], weights[:109], np.r_[np.zeros(100), np.ones(9)])[0] == 1.0
+    # Harm within the margin is allowed: a correction of 0.03 costs the ten runs 3% at s = 1, 1.5% at s = 0.5.
+    small = np.r_[np.full(100, 0.03), np.zeros(10)]
+    assert best_share(small, np.full(110, 0.03), weights, np.r_[np.zeros(100), np.ones(10)])[0] == 0.65
+
+
 @pytest.fixture(scope="module")
 def testbed_dataset(testbed_runs):
     from training.dataset import build_dataset

@@ -59,7 +59,7 @@ See `predict evaluate` for held-out evaluations by GPU type, tier, architecture 
 ## Where it is valid
 GPU types seen: {', '.join(domain['gpus'])}.
 Architectures seen: {', '.join(domain['architectures'])}. Models seen: {', '.join(domain['models'])}.
-Frameworks seen: {', '.join(domain.get('frameworks', []))}. Model families seen: {', '.join(domain.get('model_families', []))}.
+Frameworks seen: {', '.join(domain.get('frameworks', []))}. Software stacks seen: {', '.join(domain.get('software_stacks', []))}. Model families seen: {', '.join(domain.get('model_families', []))}.
 Architecture x device seen: {', '.join(domain.get('combinations', {}).get('architecture x device', []))}.
 Architecture x network seen: {', '.join(domain.get('combinations', {}).get('architecture x network', []))}.
 Feature ranges seen:

@@ -28,6 +28,7 @@ from training.importers import DLE_HISTORY_SOURCE, DLE_SOURCE, DLPERF_SOURCE
 from training.importers import is_mlperf as mlperf_rows
 from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
 from training.refit import random_effects_kappa, shrunken_offset
+from training.shrink import NO_HARM_MARGIN_POINTS, NO_HARM_MIN_RUNS
 
 FEW_SHOT_K = (1, 3, 10)
 FEW_SHOT_REPEATS = 20
@@ -36,10 +37,6 @@ CROSS_SOURCE_K = (3,)
 #: Run sources of the DeepLearningExamples tables (current and older README versions).
 DLE_SOURCES = (DLE_SOURCE, DLE_HISTORY_SOURCE)
 
-#: A held-out group is judged by the no-harm rule from this many runs.
-NO_HARM_MIN_RUNS = 10
-#: Percentage points of MAPE the residual may add to the physics alone in a group.
-NO_HARM_MARGIN_POINTS = 2.0
 
 #: STATS fields of summary.json and the columns of the step and pair tables they come from.
 STEP_STATS = {

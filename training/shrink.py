@@ -4,8 +4,11 @@ For each fact of :data:`predictor.domain.FACTS` (framework, model, model
 family, architecture x device, architecture x network) the training runs are
 split by the fact's value into grouped folds; a residual fitted without a
 fold's values predicts that fold, and the share ``s`` of its correction that
-minimises the held-out error of ``log physics + s x correction`` is the share
-an unseen value of that fact keeps (:func:`predictor.domain.unseen_facts`).
+minimises the held-out error of ``log physics + s x correction``, among the
+shares under which no held-out value of ten runs or more does worse than the
+physics alone by more than two points (the report's no-harm rule, kept inside
+the training data), is the share an unseen value of that fact keeps
+(:func:`predictor.domain.unseen_facts`).
 A share near 0 says the correction learned on other models (say) does not
 carry to a new one; near 1, that it does.
 
@@ -30,6 +33,10 @@ from training.model import ResidualRegressor
 SHARE_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 #: Grouped folds per fact (fewer where the fact has fewer distinct values).
 FOLDS = 3
+#: The no-harm rule, as the held-out report checks it: a group of at least this many runs...
+NO_HARM_MIN_RUNS = 10
+#: ...may lose at most this many percentage points of MAPE against the physics alone.
+NO_HARM_MARGIN_POINTS = 2.0
 
 
 @dataclass(frozen=True)
@@ -45,16 +52,29 @@ class ShrinkEstimate:
         return {"share": self.share, "values": self.values, "rows": self.rows, "mape_by_share": self.mape_by_share}
 
 
-def best_share(measured_residual: np.ndarray, correction: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
+def best_share(
+    measured_residual: np.ndarray, correction: np.ndarray, weights: np.ndarray, groups: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """The share of ``correction`` (log) with the lowest weighted mean absolute percentage error, and the error per share.
 
     ``measured_residual`` is log(measured / physics); the prediction with share
     ``s`` is ``physics x exp(s x correction)``. Ties go to the smaller share
-    (closer to the physics).
+    (closer to the physics). With ``groups`` (each row's held-out value), only
+    shares that keep the no-harm rule in every group of at least
+    :data:`NO_HARM_MIN_RUNS` rows are chosen from: the group's MAPE at most its
+    MAPE at share 0 (the physics alone) plus :data:`NO_HARM_MARGIN_POINTS`.
+    Share 0 always keeps it.
     """
     errors = np.abs(np.expm1(SHARE_GRID[:, None] * correction[None, :] - measured_residual[None, :]))
     mape = errors @ weights / weights.sum()
-    return float(SHARE_GRID[int(np.argmin(mape))]), mape
+    allowed = np.ones(len(SHARE_GRID), bool)
+    if groups is not None:
+        for group in np.unique(groups):
+            rows = groups == group
+            if rows.sum() >= NO_HARM_MIN_RUNS:
+                group_mape = errors[:, rows].mean(axis=1)
+                allowed &= group_mape <= group_mape[0] + NO_HARM_MARGIN_POINTS / 100
+    return float(SHARE_GRID[int(np.argmin(np.where(allowed, mape, np.inf)))]), mape
 
 
 def fact_names(facts: dict, label: str) -> np.ndarray:
@@ -92,7 +112,7 @@ def estimate_shrink(ds: Dataset, params: dict, rounds: int, labels: tuple[str, .
             model.fit(X[fit_rows], y[fit_rows], sample_weight=row_weights[fit_rows], feature_names=ds.features.names)
             correction[known[test]] = model.predict(X[known[test]])
         # Each held-out value counts as the square root of its size, as groups do in fitting.
-        share, mape = best_share(y[known], correction[known], sample_weights(codes))
+        share, mape = best_share(y[known], correction[known], sample_weights(codes), codes)
         record = {f"{s:.2f}": round(100 * float(m), 2) for s, m in zip(SHARE_GRID, mape) if s in (0.0, 0.25, 0.5, 0.75, 1.0) or s == share}
         out[label] = ShrinkEstimate(share, n_values, len(known), record)
     return out
