@@ -140,6 +140,14 @@ def unseen_labels(domain: dict, resolved: ResolvedJobs) -> list[str]:
     return [label for label, codes, _ in _checks(domain, fact_codes(resolved)) if (codes >= 0).any()]
 
 
+def kept_note(share: float) -> str:
+    """What a job outside the training domain keeps of the learned correction, in words."""
+    if share <= 0.0:
+        return "the prediction is the physics alone"
+    percent = 100 * share
+    return f"the prediction keeps {percent:.0f}% of the learned correction" if percent >= 1 else f"the prediction keeps {percent:.2g}% of the learned correction"
+
+
 def unseen_facts(domain: dict, resolved: ResolvedJobs) -> tuple[np.ndarray, np.ndarray]:
     """Per job: the share of the learned correction it keeps (1.0 inside every recorded fact), and a note
     naming the facts it lies outside of (None where none).
@@ -174,6 +182,6 @@ def unseen_facts(domain: dict, resolved: ResolvedJobs) -> tuple[np.ndarray, np.n
             if code:
                 parts.append(text[code - 1])
                 part_share *= keep
-        written.append("; ".join(reversed(parts)) + f"; the learned correction is shrunk to {100 * part_share:.0f}% toward the physics")
+        written.append("; ".join(reversed(parts)) + "; " + kept_note(part_share))
     notes[faded] = np.array(written, object)[inverse]
     return share, notes

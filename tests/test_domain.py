@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from predictor.api import Predictor
-from predictor.domain import FACTS, SHRINK_PER_UNSEEN
+from predictor.domain import FACTS, SHRINK_PER_UNSEEN, kept_note
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_a_ps_worker_job_on_v100s_fades_toward_the_physics_and_says_why(model_di
     shrink = json.loads((new / "metadata.json").read_text())["domain"]["shrink"]
     unseen = ("framework", "model", "model family", "architecture x device", "architecture x network")  # its stack is seen
     share = float(np.prod([shrink.get(fact, SHRINK_PER_UNSEEN) for fact in unseen]))
-    assert f"shrunk to {100 * share:.0f}% toward the physics" in text
+    assert kept_note(share) in text
     assert not any("x V100" in w for w in unfaded.warnings)  # an older artefact skips the check
     # log t = log physics + share x (the correction the old artefact applies in full)
     expected = physics * (unfaded.step_time_s / physics) ** share
@@ -110,6 +110,13 @@ def test_a_tuned_stack_is_outside_a_model_trained_on_stock_stacks(model_dirs):
     shrink = json.loads((new / "metadata.json").read_text())["domain"]["shrink"]
     assert "software stack" not in shrink  # one stack seen: nothing to estimate a share from
     assert "software stack tuned is not in the training data" in " ".join(tuned.warnings)
-    assert f"shrunk to {100 * SHRINK_PER_UNSEEN:.0f}% toward the physics" in " ".join(tuned.warnings)
+    assert "the prediction keeps 50% of the learned correction" in " ".join(tuned.warnings)
     assert not any("not in the training data" in w for w in stock.warnings)
     assert "software stack" in FACTS
+
+
+@pytest.mark.parametrize(("share", "text"), [(0.0, "the prediction is the physics alone"), (0.25, "the prediction keeps 25% of the learned correction"),
+                                             (0.0025, "the prediction keeps 0.25% of the learned correction"),
+                                             (1.0, "the prediction keeps 100% of the learned correction")])
+def test_the_kept_share_in_words(share, text):
+    assert kept_note(share) == text

@@ -27,7 +27,7 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
     assert "| leave one GPU out | 1,200 | 22.5% | 31.2% | 15.0% | 90.0% | 50.0% | B200 26.0% vs 26.0% |" in text
     assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% |" in text
     assert "| MLPerf, k runs of each GPU type | 3 | 40.0% | 12.5% |" in text
-    assert "breaks in 1 groups: leave one GPU out: X (n=12, 30.0% against 20.0%)." in text
+    assert "breaks in 1 group: leave one GPU out: X (n=12, 30.0% against 20.0%)." in text
 
 
 def test_readme_shows_the_shipped_report():

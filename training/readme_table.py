@@ -76,7 +76,7 @@ def held_out_markdown(summary: dict) -> str:
         broken = "; ".join(
             f"{v['protocol']}: {v['group']} (n={v['n']}, {_pct(v['residual_mape'])} against {_pct(v['physics_mape'])})" for v in violations
         )
-        lines.append(f"The no-harm rule (residual MAPE at most physics MAPE + 2 points, groups with n >= 10) breaks in {len(violations)} groups: {broken}.")
+        lines.append(f"The no-harm rule (residual MAPE at most physics MAPE + 2 points, groups with n >= 10) breaks in {len(violations)} group{'s' if len(violations) > 1 else ''}: {broken}.")
     else:
         lines.append("The no-harm rule (residual MAPE at most physics MAPE + 2 points, groups with n >= 10) holds in every group.")
     return "\n".join(lines)
