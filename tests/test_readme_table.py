@@ -23,7 +23,14 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
         "no_harm_violations": [{"protocol": "leave one GPU out", "group": "X", "n": 12, "residual_mape": 30.0, "physics_mape": 20.0}],
         "refits": {"MLPerf, k runs of each GPU type": {"3": {"mape_no_refit": 40.0, "mape_refit": 12.5}}},
     }
+    summary["protocols"]["leave one GPU out, by architecture"] = {
+        "all": summary["protocols"]["leave one GPU out"]["all"],
+        "groups": {"single": _stats(500, 21.0, 30.0, 12.0), "allreduce-local": _stats(700, 23.0, 32.0, 17.0)},
+    }
     text = held_out_markdown(summary)
+    # The same runs grouped another way show their groups rather than the totals again.
+    assert ("| leave one GPU out, by architecture | 1,200 | as above | | | | | residual vs physics by group: "
+            "single 12.0% vs 21.0%; allreduce-local 17.0% vs 23.0% |") in text
     assert "| leave one GPU out | 1,200 | 22.5% | 31.2% | 15.0% | 90.0% | 50.0% | B200 26.0% vs 26.0% |" in text
     assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% |" in text
     assert "| MLPerf, k runs of each GPU type | 3 | 40.0% | 12.5% |" in text

@@ -52,8 +52,14 @@ def held_out_markdown(summary: dict) -> str:
         "| held out | runs | physics alone | pure ML | physics + residual | 90% coverage | mean width | groups where the residual gains nothing |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    shown: list[dict] = []
     for name, protocol in summary["protocols"].items():
         s = protocol["all"]
+        if s in shown:  # the same held-out runs grouped another way: its groups, not the totals again
+            groups = "; ".join(f"{group} {_pct(g['residual_mape'])} vs {_pct(g['physics_mape'])}" for group, g in protocol["groups"].items())
+            lines.append(f"| {name} | {s['n']:,} | as above | | | | | residual vs physics by group: {groups} |")
+            continue
+        shown.append(s)
         lines.append(
             f"| {name} | {s['n']:,} | {_pct(s['physics_mape'])} | {_pct(s['pure_ml_mape'])} | {_pct(s['residual_mape'])} "
             f"| {_pct(s['coverage'])} | {_pct(s['mean_relative_width'])} | {_groups_of(protocol)} |"
