@@ -74,6 +74,11 @@ def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> Fea
     return _frame(physical_columns(resolved, breakdown), resolved)
 
 
+#: Rows written per pass over the columns of :func:`stacked_features` (a block of 8,192 rows of
+#: 40 float32 features is 1.3 MB, inside a core's cache).
+FILL_BLOCK_ROWS = 8192
+
+
 def stacked_features(sides: Sequence[tuple[ResolvedJobs, BreakdownArrays]]) -> tuple[np.ndarray, list[FeatureFrame]]:
     """:func:`physical_features` of several tables as one float32 matrix, the trees' input (they split on float32).
 
@@ -88,8 +93,11 @@ def stacked_features(sides: Sequence[tuple[ResolvedJobs, BreakdownArrays]]) -> t
     frames, start = [], 0
     for (resolved, _), columns, size in zip(sides, sides_columns, sizes):
         block = values[start : start + size]
-        for j, column in enumerate(columns.values()):
-            block[:, j] = column
+        # A few thousand rows at a time, so the rows being written stay in cache across the columns.
+        for row in range(0, size, FILL_BLOCK_ROWS):
+            rows = slice(row, row + FILL_BLOCK_ROWS)
+            for j, column in enumerate(columns.values()):
+                block[rows, j] = column[rows]
         block[~resolved.ok] = np.nan
         frames.append(FeatureFrame(names, block, columns))
         start += size

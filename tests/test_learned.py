@@ -235,3 +235,13 @@ def test_an_unseen_gpu_type_keeps_its_bin_and_an_unseen_architecture_takes_the_p
         assert same is not pooled
         if pooled:  # the pooled bin holds the MLPerf and testbed residuals too: wider
             assert unseen.upper_s / unseen.lower_s > seen.upper_s / seen.lower_s
+
+
+@pytest.mark.parametrize("width", [1, 4, 7])
+def test_row_hashes_do_not_depend_on_the_block_size(width):
+    from predictor.artefact import _row_hashes
+
+    bits = np.random.default_rng(width).integers(0, 2**32, size=(1000, width), dtype=np.uint32)
+    whole = _row_hashes(bits, block_rows=10**6)
+    assert np.array_equal(_row_hashes(bits, block_rows=7), whole)
+    assert len(np.unique(whole)) == 1000  # distinct random rows, distinct hashes
