@@ -391,3 +391,26 @@ def test_refits_in_the_summary_are_the_mean_over_groups_per_k():
     )
     refits = evaluation_summary(ev)["refits"]
     assert refits == {"MLPerf (all rounds), trained on the other sources, k runs of each GPU type": {"3": {"mape_no_refit": 40.0, "mape_refit": 15.0}}}
+
+
+def test_the_catalogue_scales_prior_pulls_a_fit_toward_the_catalogue(lambda_dataset):
+    """Runs made by the physics with the launch latency at 3x the catalogue: without the prior the fit
+    finds a large launch scale; a heavy prior keeps both catalogue scales nearer 1, and the loss it
+    minimises is the MAPE plus weight x the squared log scales."""
+    from dataclasses import replace
+
+    from training.physics_fit import CATALOGUE_SCALES, INITIAL, PhysicsProblem, fit_constants
+
+    ds = lambda_dataset
+    truth = replace(INITIAL, launch_scale=3.0, host_scale=1.0)
+    problem = PhysicsProblem(ds.resolved, np.ones(len(ds)))
+    problem = PhysicsProblem(ds.resolved, problem.step_time_s(truth))
+    rows = np.ones(len(ds), bool)
+    free = fit_constants(problem, rows, prior_weight=0.0)
+    held = fit_constants(problem, rows, prior_weight=1.0)
+
+    def distance(c):
+        return sum(abs(np.log(getattr(c, name))) for name in CATALOGUE_SCALES)
+
+    assert distance(held) < distance(free)
+    assert np.mean(np.abs(problem.step_time_s(free) / problem.measured_s - 1)) < 0.05  # the free fit reproduces the runs
