@@ -131,9 +131,11 @@ def write_constants(constants: PhysicsConstants, source: str, path: Path = CONST
     physics_constants.cache_clear()
 
 
-#: The sources whose runs the GPU constants are fitted on (the testbed's CPU host does not use them).
+#: The sources of the held-out protocols below; the constants are fitted on every source but the
+#: testbed, whose CPU host uses none of them.
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 MLPERF_SOURCE = "mlcommons/training_results_v3.1"
+TESTBED_SOURCE = "testbed"
 
 
 @dataclass(frozen=True)
@@ -160,13 +162,13 @@ def naive_scaled_additive_ape(problem: PhysicsProblem, additive_s: np.ndarray, t
 def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, overlapped_s: np.ndarray) -> list[HeldOutResult]:
     """Lambda leave-one-GPU-type-out and MLPerf leave-one-benchmark-out for the roofline physics.
 
-    The constants are fitted on the GPU runs (Lambda and MLPerf) outside the
+    The constants are fitted on the GPU runs (:func:`fit_rows`) outside the
     held-out group: every run of the held-out GPU type (whatever its source),
     or every run of the held-out benchmark. PAI additive and overlapped take
     no fit; the naive baseline's one factor is fitted like the physics.
     """
     source = runs["source"].to_numpy()
-    gpu_rows = np.isin(source, [LAMBDA_SOURCE, MLPERF_SOURCE])
+    gpu_rows = fit_rows(runs)
     protocols = []
     for name, scored, groups in (
         ("Lambda leave-one-GPU-type-out", source == LAMBDA_SOURCE, runs["gpu"].to_numpy(object)),
@@ -186,12 +188,12 @@ def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, ov
 
 
 def fit_rows(runs) -> np.ndarray:
-    """The runs the constants are fitted on: Lambda's and MLPerf v3.1's GPU runs."""
-    return np.isin(runs["source"].to_numpy(), [LAMBDA_SOURCE, MLPERF_SOURCE])
+    """The runs the constants are fitted on: every GPU run, of every public source (the testbed's CPU host uses none)."""
+    return runs["source"].to_numpy() != TESTBED_SOURCE
 
 
 def fit_shipped_constants(problem: PhysicsProblem, runs) -> PhysicsConstants:
-    """Constants fitted on every GPU run (Lambda and MLPerf), for the shipped physics."""
+    """Constants fitted on every GPU run, for the shipped physics."""
     return fit_constants(problem, fit_rows(runs))
 
 

@@ -25,7 +25,7 @@ from features.analytical import OVERLAP_STRATEGIES
 from training.cv import ape
 from training.dataset import Dataset, build_dataset, joined_keys
 from training.pairs import make_pairs, pair_log_ratios
-from training.physics_fit import PhysicsProblem, fit_shipped_constants, held_out_protocols, write_constants
+from training.physics_fit import PhysicsProblem, fit_rows, fit_shipped_constants, held_out_protocols, write_constants
 from training.report import markdown_table
 from training.train import summarize
 
@@ -144,11 +144,11 @@ def refit_shipped_constants(runs: pd.DataFrame) -> None:
     ds = build_dataset(runs)
     problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s))
     constants = fit_shipped_constants(problem, ds.runs)
-    n = int(np.isin(ds.runs["source"], ["lambdal/deeplearning-benchmark", "mlcommons/training_results_v3.1"]).sum())
+    n = int(fit_rows(ds.runs).sum())
     write_constants(
         constants,
-        f"fitted by `predict physics-report --refit-constants` on {n} GPU runs (Lambda and MLPerf v3.1; "
-        "Nelder-Mead on the physics' MAPE, training.physics_fit)",
+        f"fitted by `predict physics-report --refit-constants` on {n} GPU runs (every public source; "
+        "Nelder-Mead on the physics' MAPE with a weak prior on the catalogue scales, training.physics_fit)",
     )
 
 
@@ -171,14 +171,14 @@ def write_physics_report(runs: pd.DataFrame, out_dir: Path, refit_constants: boo
         "`overlapped` the roofline-and-overlap form (see `features/analytical.py`), `roofline` the op-class "
         "roofline physics with launches, host overhead, bucketed overlap and NCCL ring/tree collectives "
         "(`features/physics.py`). Below the held-out section, `roofline` runs with the shipped constants, "
-        "fitted on all GPU runs: those figures are in-sample for Lambda and MLPerf (the testbed's CPU host "
+        "fitted on all GPU runs: those figures are in-sample for every public source (the testbed's CPU host "
         "uses none of them).\n",
     ]
     overall, per_group, _ = held_out_tables(ds)
     sections += [
         "## Roofline physics, held out\n\n"
         "Each group's runs are predicted with constants fitted without them (for Lambda: without any run of "
-        "that GPU type; for MLPerf: without any run of that benchmark), on the other Lambda and MLPerf GPU runs. "
+        "that GPU type; for MLPerf: without any run of that benchmark), on the other GPU runs of every public source. "
         "PAI additive and overlapped have nothing fitted; the naive baseline is PAI additive times the median "
         "measured/additive ratio of the same training runs.\n\n" + markdown_table(overall),
         "### By held-out group\n\n" + markdown_table(per_group),
