@@ -132,6 +132,7 @@ PHYSICS_CONSTANTS = {
     "host_scale": "multiplier on the software catalogue's per-step host overhead",
     "tuned_efficiency_gain": "multiplier on the attainable fractions for a vendor-tuned stack (hand-tuned kernels; capped at 1)",
     "tuned_memory_bound_fraction": "share of the memory-bound operators' traffic a vendor-tuned stack's kernel fusion leaves",
+    "mixed_precision_fp32_share": "share of the memory-bound operators' traffic that stays at FP32 under mixed precision (autocast runs softmax, normalisation, losses and reductions in FP32), moving 4 bytes per element where the training precision moves 2",
 }
 
 
@@ -145,6 +146,7 @@ class PhysicsConstants:
     host_scale: float
     tuned_efficiency_gain: float = 1.0
     tuned_memory_bound_fraction: float = 1.0
+    mixed_precision_fp32_share: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in PHYSICS_CONSTANTS}

@@ -1,16 +1,19 @@
 """Count a training step operator by operator: FLOPs, bytes and kernels per op class.
 
-Regenerate the ``op_classes`` block of every countable entry of
-``features/catalog/workloads.json`` (torch only, the CPU build of the
-``testbed`` extra; about five minutes on two cores)::
+Regenerate the ``op_classes`` block of every catalogue workload in the
+regeneration environment of :mod:`features.workload_counting` (torch,
+torchvision, transformers and diffusers; about two and a half minutes on
+two cores)::
 
-    .venv/bin/python -m features.op_counting
+    .regen-venv/bin/python -m features.op_counting
 
 (``--only resnet50,gnmt`` recounts some entries; ``--resume`` continues an
-interrupted run, keeping what it already counted.) Entries it cannot count
-(their definitions need torchvision, transformers or diffusers, which the
-project does not install) get the documented default split of
-:func:`features.workloads.default_op_classes`, with provenance ``estimated``.
+interrupted run, keeping what it already counted.) The project's own
+environment (torch only, the CPU build of the ``testbed`` extra) counts the
+workloads written in plain torch; an entry whose definition needs a library
+that is not installed keeps its block, or gets the documented default split
+of :func:`features.workloads.default_op_classes` with provenance
+``estimated`` (the split a custom model in a job spec gets).
 
 Under torch's dispatch (a :class:`TorchDispatchMode`, as
 :class:`torch.utils.flop_counter.FlopCounterMode` counts FLOPs), every aten
@@ -40,8 +43,10 @@ fraction of the backward pass's work done when it is ready (work = matrix
 FLOPs, or kernels where the backward has no matrix FLOPs), so that
 communication can start bucket by bucket.
 
-Per-sample FLOPs and bytes are slopes between the recipe's two batch sizes
-(as in :mod:`features.workload_counting`); kernel counts and gradients come
+Per-sample matrix FLOPs are those of the recipe's larger batch over its size,
+bytes and other FLOPs slopes between its two batch sizes (both as in
+:mod:`features.workload_counting`, so the matrix FLOPs are the catalogue's
+``flops_per_sample``); kernel counts and gradients come
 from the larger batch and do not depend on it for these models. Recurrent
 layers (``nn.LSTM``, ``nn.GRU``) decompose into per-time-step operators for
 the FLOP and byte counts (the fused oneDNN kernel is invisible to the FLOP
@@ -212,9 +217,12 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
     def slope(attr: str) -> float:
         return sum(getattr(large.counts[p], attr) - getattr(small.counts[p], attr) for p in ("forward", "backward")) / span
 
+    def per_sample(attr: str) -> float:
+        return sum(getattr(large.counts[p], attr) for p in ("forward", "backward")) / large.batch_size
+
     where = "meta-device tensors" if recipe.device == "meta" else "CPU tensors, random weights"
     return {
-        "matrix_flops_per_sample": _round(slope("matrix_flops")),
+        "matrix_flops_per_sample": _round(per_sample("matrix_flops")),
         "other_flops_per_sample": _round(slope("other_flops")),
         "matrix_bytes_per_sample_fp32": _round(slope("matrix_bytes")),
         "memory_bound_bytes_per_sample_fp32": _round(slope("memory_bound_bytes")),
@@ -228,11 +236,22 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
         "provenance": "counted",
         "source": (
             f"features.op_counting (TorchDispatchMode over aten operators, forward+backward+SGD-momentum step); "
-            f"per-sample figures are slopes between batches {small.batch_size} and {large.batch_size}, kernels and "
+            f"matrix FLOPs per sample are those of batch {large.batch_size} over its size, bytes and other FLOPs "
+            f"slopes between batches {small.batch_size} and {large.batch_size}, kernels and "
             f"gradients at batch {large.batch_size}; counted on {described}; {where}; torch {torch.__version__.split('+')[0]}"
         ),
-        "command": f".venv/bin/python -m features.op_counting --only {recipe.name}",
+        "command": f"{_interpreter()} -m features.op_counting --only {recipe.name}",
     }
+
+
+def _interpreter() -> str:
+    """The Python that counted, as a path from the project root where it lies inside it (``.venv`` or
+    ``.regen-venv``, whose setup :mod:`features.workload_counting` gives)."""
+    path = Path(sys.executable)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return "python"
 
 
 def _round(value: float) -> float | int:
@@ -245,11 +264,11 @@ def countable_recipes() -> tuple[list[Recipe], dict[str, str]]:
     """Recipes whose definitions import with torch alone, and why the others do not."""
     import importlib  # noqa: PLC0415
 
-    from features.model_defs.registry import TESTBED_NAMES, _testbed_recipe  # noqa: PLC0415
+    from features.model_defs.registry import RECIPE_MODULES, TESTBED_NAMES, _testbed_recipe  # noqa: PLC0415
 
     recipes: list[Recipe] = []
     skipped: dict[str, str] = {}
-    for module_name in ("vision", "detection", "language", "transformer_xl", "speech", "recsys", "graph", "generative"):
+    for module_name in RECIPE_MODULES:
         try:
             module = importlib.import_module(f"features.model_defs.{module_name}")
         except ImportError as exc:

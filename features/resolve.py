@@ -130,6 +130,7 @@ class ResolvedJobs:
             other_flops=self.other_flops_per_sample * b,
             matrix_bytes=self.matrix_bytes_per_sample * b,
             memory_bound_bytes=self.memory_bound_bytes_per_sample * b + optimizer_bytes,
+            memory_bound_fp32_extra_bytes=self.memory_bound_bytes_per_sample * b * (BYTES_PER_ELEMENT["fp32"] / self.bytes_per_element - 1.0),
             kernels=self.kernels_per_step,
             backward_kernels=self.backward_kernels_per_step,
             matrix_kernels=self.matrix_kernels_per_step,

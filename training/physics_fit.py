@@ -32,9 +32,13 @@ INITIAL = PhysicsConstants(
     host_scale=1.0,
     tuned_efficiency_gain=1.5,
     tuned_memory_bound_fraction=0.5,
+    mixed_precision_fp32_share=0.3,
 )
 
-_FRACTIONS = ("matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency", "tuned_memory_bound_fraction")
+_FRACTIONS = (
+    "matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency", "tuned_memory_bound_fraction",
+    "mixed_precision_fp32_share",
+)
 
 #: Physical ranges the fit stays in (a constant the training runs say nothing about stays at a bound,
 #: never at zero or infinity).
@@ -47,6 +51,7 @@ BOUNDS = {
     "host_scale": (0.01, 100.0),
     "tuned_efficiency_gain": (1.0, 4.0),
     "tuned_memory_bound_fraction": (0.05, 1.0),
+    "mixed_precision_fp32_share": (0.001, 1.0),
 }
 
 #: Constants that scale a catalogue figure (kernel-launch latency, per-step host overhead) rather than

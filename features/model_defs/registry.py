@@ -40,29 +40,16 @@ def _testbed_recipe(name: str) -> Recipe:
 TESTBED_NAMES = ("testbed-recsys", "testbed-resnet", "testbed-transformer")
 
 
+#: The modules of :mod:`features.model_defs` whose ``RECIPES`` the counters write to the catalogue.
+RECIPE_MODULES = ("vision", "detection", "language", "transformer_xl", "speech", "recsys", "dlrm", "graph", "generative")
+
+
 def all_recipes() -> list[Recipe]:
     """The recipes of every workload the counter writes to the catalogue."""
-    from features.model_defs import (  # noqa: PLC0415 - imports torch
-        detection,
-        generative,
-        graph,
-        language,
-        dlrm,
-        recsys,
-        speech,
-        transformer_xl,
-        vision,
-    )
+    import importlib  # noqa: PLC0415 - the modules import torch
 
     recipes: list[Recipe] = []
-    recipes += vision.RECIPES
-    recipes += detection.RECIPES
-    recipes += language.RECIPES
-    recipes += transformer_xl.RECIPES
-    recipes += speech.RECIPES
-    recipes += recsys.RECIPES
-    recipes += dlrm.RECIPES
-    recipes += graph.RECIPES
-    recipes += generative.RECIPES
+    for name in RECIPE_MODULES:
+        recipes += importlib.import_module(f"features.model_defs.{name}").RECIPES
     recipes += [_testbed_recipe(name) for name in TESTBED_NAMES]
     return recipes
