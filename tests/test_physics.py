@@ -353,3 +353,27 @@ def test_a_faster_peak_never_moves_an_fp32_job_onto_tensor_core_efficiency():
     # Only the FLOP term (part of the matrix time) speeds up by 0.01%: the rate changed, not the class
     # (tensor-core efficiency would have moved it by tens of percent).
     assert 0.0 < before - after <= before * (1.0 - 1.0 / 1.0001) * (1.0 + 1e-9)
+
+
+def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_the_start():
+    """Constants no fitted run depends on cannot drift: stock FP32 runs leave the tuned-stack gain,
+    its fused share and the mixed-precision FP32 share where the fit started; a tuned FP16 run frees them."""
+    from training.physics_fit import INITIAL, PhysicsProblem, fit_constants, unseen_constants
+
+    jobs = []
+    for batch in (8, 32, 128):
+        job = _job()
+        job["workload"]["precision"] = "fp32"
+        job["workload"]["batch_size_per_gpu"] = batch
+        jobs.append(job)
+    tuned = _job()
+    tuned["workload"].update(precision="fp16", software_stack="tuned")
+    resolved = _resolved(jobs + [tuned])
+    stock = np.array([True, True, True, False])
+    assert unseen_constants(resolved, stock) == {"tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share"}
+    assert unseen_constants(resolved, np.ones(4, bool)) == set()
+    problem = PhysicsProblem(resolved, 2.0 * PhysicsProblem(resolved, np.ones(4)).step_time_s(INITIAL))
+    fitted = fit_constants(problem, stock)
+    for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share"):
+        assert getattr(fitted, name) == pytest.approx(getattr(INITIAL, name), rel=1e-12), name
+    assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)

@@ -96,20 +96,45 @@ def fit_constants(
     """Constants minimising the physics' MAPE on ``rows`` (a boolean mask) of ``problem``, plus
     ``prior_weight`` x the squared log of each catalogue scale (:data:`CATALOGUE_SCALES`)."""
     measured = problem.measured_s[rows]
-    scales = [list(PHYSICS_CONSTANTS).index(name) for name in CATALOGUE_SCALES]
+    names = list(PHYSICS_CONSTANTS)
+    scales = [names.index(name) for name in CATALOGUE_SCALES]
+    x_start = np.log([getattr(start, name) for name in PHYSICS_CONSTANTS])
+    free = [names.index(name) for name in names if name not in unseen_constants(problem.resolved, rows)]
 
-    def loss(x: np.ndarray) -> float:
+    def full(x_free: np.ndarray) -> np.ndarray:
+        x = x_start.copy()
+        x[free] = x_free
+        return x
+
+    def loss(x_free: np.ndarray) -> float:
+        x = full(x_free)
         predicted = problem.step_time_s(_unpack(x))[rows]
         value = float(np.mean(np.abs(predicted / measured - 1.0))) + prior_weight * float(np.sum(x[scales] ** 2))
         return value if np.isfinite(value) else 1e9
 
-    x0 = np.log([getattr(start, name) for name in PHYSICS_CONSTANTS])
-    bounds = [tuple(np.log(BOUNDS[name])) for name in PHYSICS_CONSTANTS]
+    x0 = x_start[free]
+    bounds = [tuple(np.log(BOUNDS[names[i]])) for i in free]
     # Steps of a factor e^-0.4 in every constant (scipy's default simplex barely moves constants that start at 1).
     simplex = np.vstack([x0, x0 - 0.4 * np.eye(len(x0))])
     options = {"maxiter": 3000, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex": simplex}
     result = minimize(loss, x0, method="Nelder-Mead", bounds=bounds, options=options)
-    return _unpack(result.x)
+    return _unpack(full(result.x))
+
+
+def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
+    """Constants no run of ``rows`` depends on: they keep their starting value instead of drifting.
+
+    The tuned-stack constants act only on vendor-tuned runs and the FP32 share only on
+    mixed-precision GPU runs; without such a run the fit cannot see them, and the simplex
+    would leave them wherever its flat steps went.
+    """
+    gpu = np.asarray(resolved.device_is_gpu, bool) & rows
+    unseen = set()
+    if resolved.is_tuned is None or not (np.asarray(resolved.is_tuned, bool) & gpu).any():
+        unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
+    if not ((resolved.bytes_per_element < 4) & gpu).any():
+        unseen.add("mixed_precision_fp32_share")
+    return unseen
 
 
 def held_out_ape(problem: PhysicsProblem, train: np.ndarray, groups: np.ndarray, scored: np.ndarray) -> np.ndarray:
