@@ -35,8 +35,10 @@ from features.resolve import ResolvedJobs
 from features.fields import ARCHITECTURES, SOFTWARE_STACKS
 from features.table import factorize
 
-#: Share of the learned log correction an unseen fact keeps where training recorded no estimate.
-SHRINK_PER_UNSEEN = 0.5
+#: Share of the learned log correction an unseen fact keeps where training recorded no estimate (it saw
+#: one value of the fact, so nothing tested how far the correction carries to another): none of it,
+#: the physics alone, the one share that never breaks the no-harm rule.
+SHRINK_PER_UNSEEN = 0.0
 #: Model family of a job whose model is given by its figures, not a catalogue name.
 CUSTOM_FAMILY = "custom"
 #: Network tier of a job that crosses no network.
