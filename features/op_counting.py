@@ -73,11 +73,11 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry, shape_wrapper
 
 from features.model_defs.recipe import Probe, Recipe
-from features.workload_counting import _EXTRA_FLOP_FORMULAS, _NO_TRAFFIC, _default_device, _is_view, fused_attention, tensor_bytes
+from features.dispatch_counting import EXTRA_FLOP_FORMULAS, NO_TRAFFIC, default_device, fused_attention, is_view, tensor_bytes
 
 aten = torch.ops.aten
 
-_FLOP_FORMULAS = {**flop_registry, **{k: shape_wrapper(v) for k, v in _EXTRA_FLOP_FORMULAS.items()}}
+_FLOP_FORMULAS = {**flop_registry, **{k: shape_wrapper(v) for k, v in EXTRA_FLOP_FORMULAS.items()}}
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -106,7 +106,7 @@ class OpClassMode(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket
-        if packet in _NO_TRAFFIC or _is_view(func):
+        if packet in NO_TRAFFIC or is_view(func):
             return out
         inputs = {id(t): t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
@@ -326,7 +326,7 @@ def regenerate(path: Path, only: set[str] | None = None, skip_counted: bool = Fa
         start = time.perf_counter()
         torch.manual_seed(0)
         try:
-            with _default_device(recipe.device):
+            with default_device(recipe.device):
                 probe, described = _plain_or_recipe_probe(recipe)
         except ImportError as exc:
             print(f"{recipe.name:22s} not counted: {exc}", file=sys.stderr, flush=True)
@@ -334,7 +334,7 @@ def regenerate(path: Path, only: set[str] | None = None, skip_counted: bool = Fa
         probe.model.train()
         has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in probe.model.modules())
         no_onednn = torch.backends.mkldnn.flags(enabled=False) if has_rnn else contextlib.nullcontext()
-        with _default_device(recipe.device), no_onednn:
+        with default_device(recipe.device), no_onednn:
             small = count_step_ops(probe, recipe.batch_sizes[0])
             large = count_step_ops(probe, recipe.batch_sizes[1])
         if has_rnn:

@@ -62,134 +62,14 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import FlopCounterMode
 
+from features.dispatch_counting import EXTRA_FLOP_FORMULAS, TensorTrafficMode, default_device, fused_attention
 from features.model_defs.recipe import Probe, Recipe
-
-aten = torch.ops.aten
-
-#: Operators that allocate or relabel memory without moving data.
-_NO_TRAFFIC = {
-    aten._unsafe_view,
-    aten.empty,
-    aten.empty_like,
-    aten.empty_strided,
-    aten.new_empty,
-    aten.new_empty_strided,
-    aten.lift_fresh,
-    aten._local_scalar_dense,
-    aten.detach,
-    aten.alias,
-}
-
-def _cpu_flash_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
-
-
-def _cpu_flash_backward_flops(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs):
-    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
-#: FLOP formulas for the CPU flash-attention kernel, which FlopCounterMode
-#: only knows under its CUDA names (same formulas: 2 matmuls forward, 5 backward).
-_EXTRA_FLOP_FORMULAS = {
-    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward_flops,
-}
-
-
-def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes a tensor occupies in memory: broadcast (stride-0) dimensions count once."""
-    if t.layout != torch.strided:
-        return 0
-    if t.numel() == 0:
-        return 0
-    elements = 1
-    for size, stride in zip(t.shape, t.stride()):
-        if stride != 0:
-            elements *= size
-    return elements * t.element_size()
-
-
-def _is_view(func) -> bool:
-    returns = func._schema.returns
-    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-
-
-class TensorTrafficMode(TorchDispatchMode):
-    """Sums, over every aten operator dispatched, the bytes of its tensor operands.
-
-    Distinct input tensors count once each, every output counts once; views
-    and allocations count zero. ``by_operator`` keeps the split per operator.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.total_bytes = 0
-        self.by_operator: dict[str, int] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.overloadpacket in _NO_TRAFFIC or _is_view(func):
-            return out
-        inputs = {id(t): t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
-        outputs = {id(t): t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)}
-        if func.overloadpacket is aten.copy_:
-            # copy_(dst, src) reads src and writes dst: dst is not read.
-            inputs = {id(args[1]): args[1]} if isinstance(args[1], torch.Tensor) else {}
-        n_bytes = sum(map(tensor_bytes, inputs.values())) + sum(map(tensor_bytes, outputs.values()))
-        self.total_bytes += n_bytes
-        key = str(func.overloadpacket)
-        self.by_operator[key] = self.by_operator.get(key, 0) + n_bytes
-        return out
-
-
-def _fused_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """Scaled dot-product attention through the fused (flash) CPU kernel.
-
-    Used for every attention during counting, on CPU and meta tensors alike,
-    so attention is counted as the fused kernel that current training stacks
-    run: scores are computed on chip and never written to DRAM. Grouped-query
-    attention repeats keys and values to the query heads first.
-    """
-    if query.shape[-3] != key.shape[-3]:
-        repeats = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(repeats, dim=-3)
-        value = value.repeat_interleave(repeats, dim=-3)
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
-            ~attn_mask, float("-inf")
-        )
-    return aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-    )[0]
-
-
-@contextlib.contextmanager
-def fused_attention() -> Iterator[None]:
-    """Route ``F.scaled_dot_product_attention`` through :func:`_fused_sdpa` while counting."""
-    original = F.scaled_dot_product_attention
-    F.scaled_dot_product_attention = _fused_sdpa
-    torch.nn.functional.scaled_dot_product_attention = _fused_sdpa
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
-        torch.nn.functional.scaled_dot_product_attention = original
-
-
-def _default_device(device: str) -> contextlib.AbstractContextManager:
-    """Make ``device`` the default for new tensors; a no-op for ``cpu`` (the device mode slows every call)."""
-    return contextlib.nullcontext() if device == "cpu" else torch.device(device)
 
 
 @dataclass(frozen=True)
@@ -228,7 +108,7 @@ def count_step(probe: Probe, batch_size: int) -> StepCount:
         p.grad = None
     start = time.perf_counter()
     with fused_attention():
-        with FlopCounterMode(display=False, custom_mapping=_EXTRA_FLOP_FORMULAS) as flops, TensorTrafficMode() as traffic:
+        with FlopCounterMode(display=False, custom_mapping=EXTRA_FLOP_FORMULAS) as flops, TensorTrafficMode() as traffic:
             loss = probe.loss(probe.model, batch)
             loss.backward()
     return StepCount(batch_size, flops.get_total_flops(), traffic.total_bytes, time.perf_counter() - start)
@@ -253,7 +133,7 @@ def count_probe(probe: Probe, device: str = "cpu", batch_sizes: tuple[int, int] 
     # it, recurrent layers decompose into counted matrix multiplies.
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in probe.model.modules())
     no_onednn = torch.backends.mkldnn.flags(enabled=False) if has_rnn else contextlib.nullcontext()
-    with _default_device(device), no_onednn:
+    with default_device(device), no_onednn:
         small = count_step(probe, batch_sizes[0])
         large = count_step(probe, batch_sizes[1])
     param_count, dense_param_count = count_params(probe)
@@ -379,7 +259,7 @@ def regenerate(out: Path, only: set[str] | None = None, device: str | None = Non
         torch.manual_seed(0)
         if device is not None:
             recipe = dataclasses.replace(recipe, device=device)
-        with _default_device(recipe.device):
+        with default_device(recipe.device):
             probe = recipe.build()
         counted = count_probe(probe, recipe.device, recipe.batch_sizes)
         del probe
