@@ -78,6 +78,21 @@ def test_mapping_rules(rounds_csv):
     assert dgx2h["measured_step_time_s"] == pytest.approx(1024 / 6400.0)
 
 
+def test_maskrcnn_throughput_counts_coco_epochs_not_logged_iterations(tmp_path):
+    # train_samples logs SOLVER.MAX_ITER (80000, 40000): progress as epochs x 80000 is 80000/117266 of the images.
+    rows = [
+        row("v2.1", "four", "maskrcnn", "NVIDIA A100-SXM-40GB", 4, 1, 48, 227.2, train_samples_per_epoch=80000),
+        row("v2.1", "eight", "maskrcnn", "NVIDIA A100-SXM-40GB", 8, 1, 96, 227.2, train_samples_per_epoch=40000),
+        row("v2.0", "tpu-like", "maskrcnn", "NVIDIA A100-SXM-40GB", 8, 1, 96, 500.0, train_samples_per_epoch=117266),
+        row("v2.0", "resnet", "resnet", "NVIDIA A100-SXM-40GB", 8, 1, 1024, 20000.0, train_samples_per_epoch=40000),
+    ]
+    runs = import_mlperf_rounds(write_rows(tmp_path / "mask.csv", HEADER, rows)).runs.set_index("system")
+    assert runs.loc["four", "measured_step_time_s"] == pytest.approx(48 / (227.2 * 117266 / 80000))
+    assert runs.loc["eight", "measured_step_time_s"] == pytest.approx(96 / (227.2 * 117266 / 40000))
+    assert runs.loc["tpu-like", "measured_step_time_s"] == pytest.approx(96 / 500.0)  # an image count stays
+    assert runs.loc["resnet", "measured_step_time_s"] == pytest.approx(1024 / 20000.0)  # other benchmarks stay
+
+
 def test_real_table(shared_data):
     result = import_mlperf_rounds(shared_data / "mlperf_training_v0.7-v3.0.csv")
     counts = result.counts()
@@ -87,3 +102,8 @@ def test_real_table(shared_data):
     assert {"A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "A30", "A40", "V100-SXM3-32GB"} <= set(runs["gpu"])
     assert {"v0.7", "v1.0", "v1.1", "v2.0", "v2.1", "v3.0"} == {s.rsplit("_", 1)[1] for s in runs["source"]}
     assert "gpt3-175b" not in set(runs["model"])
+    # Rescaled Mask R-CNN: one Dell system (4 x A100-SXM-40GB) logged 40000 in v2.0 and 80000 in v2.1; as read
+    # the v2.1 run was 2.06x as fast per GPU, rescaled the two agree within 3%.
+    dell = runs[runs["source_id"].isin(["v2.0/Dell/XE8545x4A100-SXM-40GB/maskrcnn", "v2.1/Dell/XE8545x4A100-SXM-40GB/maskrcnn"])]
+    per_gpu = dell["batch_size_per_gpu"] / dell["measured_step_time_s"]
+    assert len(per_gpu) == 2 and per_gpu.max() / per_gpu.min() < 1.03
