@@ -108,20 +108,29 @@ def _finite(values: np.ndarray) -> list[float]:
 _NETWORKED = ("allreduce-cluster", "ps-worker")
 
 
-def step_bin_keys(architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray | None = None) -> list[tuple[str, ...]]:
-    """Each job's bin chain for step-time intervals: architecture and tier, architecture, pooled.
+def step_bin_keys(
+    architecture: np.ndarray, network: np.ndarray, software_stack: np.ndarray | None = None, framework: np.ndarray | None = None
+) -> list[tuple[str, ...]]:
+    """Each job's bin chain for step-time intervals, finest first, ending at the pooled bin.
 
+    Networked architectures bin by tier ("ps-worker|ethernet-25g", "ps-worker");
+    one-host architectures by framework ("single|pytorch", "single"): how far
+    the physics is off differs more between frameworks than between hosts.
     Jobs on a vendor-tuned software stack (``software_stack`` "tuned", such as
     MLPerf submissions) have chains of their own ("tuned|allreduce-local",
     "tuned"), so their larger residuals do not widen stock jobs' intervals.
     """
-    stacks = software_stack if software_stack is not None else [None] * len(architecture)
+    n = len(architecture)
+    stacks = software_stack if software_stack is not None else [None] * n
+    frameworks = framework if framework is not None else [None] * n
     keys = []
-    for arch, net, stack in zip(architecture, network, stacks):
+    for arch, net, stack, fw in zip(architecture, network, stacks, frameworks):
         if stack == "tuned":
             keys.append((f"tuned|{arch}", "tuned", POOLED))
         elif arch in _NETWORKED:
             keys.append((f"{arch}|{net}", str(arch), POOLED))
+        elif fw is not None:
+            keys.append((f"{arch}|{fw}", str(arch), POOLED))
         else:
             keys.append((str(arch), POOLED))
     return keys
@@ -130,7 +139,8 @@ def step_bin_keys(architecture: np.ndarray, network: np.ndarray, software_stack:
 def run_bin_keys(runs) -> list[tuple[str, ...]]:
     """:func:`step_bin_keys` of a run table's rows (a missing stack is the default, stock)."""
     stack = runs["software_stack"].to_numpy(object) if "software_stack" in runs.columns else None
-    return step_bin_keys(runs["architecture"].to_numpy(), runs["network"].to_numpy(), stack)
+    framework = runs["framework"].to_numpy(object) if "framework" in runs.columns else None
+    return step_bin_keys(runs["architecture"].to_numpy(), runs["network"].to_numpy(), stack, framework)
 
 
 #: Kinds of what-if a speedup is calibrated for, as changed job fields.
@@ -140,16 +150,20 @@ MIXED = "mixed"
 
 
 def step_bins(table: CalibrationTable, jobs) -> np.ndarray:
-    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack)
-    of the job table ``jobs`` (a :class:`features.table.JobTable`)."""
-    arch_codes, archs = jobs.codes("architecture")
-    net_codes, nets = jobs.codes("network")
-    stack_codes, stacks = jobs.codes("software_stack")
-    combo = (arch_codes * len(nets) + net_codes) * len(stacks) + stack_codes
+    """Each job's step-time bin in ``table``, resolved once per distinct (architecture, network, stack,
+    framework) of the job table ``jobs`` (a :class:`features.table.JobTable`)."""
+    columns = ("architecture", "network", "software_stack", "framework")
+    codes, names = zip(*(jobs.codes(column) for column in columns))
+    combo = np.zeros(len(codes[0]), np.int64)
+    for code, name in zip(codes, names):
+        combo = combo * len(name) + code
     distinct, inverse = np.unique(combo, return_inverse=True)
-    pair, stack = np.divmod(distinct, len(stacks))
-    chains = step_bin_keys([archs[c // len(nets)] for c in pair], [nets[c % len(nets)] for c in pair], [stacks[c] for c in stack])
-    return table.bin_for(chains)[inverse]
+    parts = []
+    for name in reversed(names):
+        distinct, part = np.divmod(distinct, len(name))
+        parts.append([name[c] for c in part])
+    arch, net, stack, framework = reversed(parts)
+    return table.bin_for(step_bin_keys(arch, net, stack, framework))[inverse]
 
 
 def pair_bins(table: CalibrationTable, kinds: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
-from predictor.calibration import run_bin_keys
+from predictor.calibration import POOLED, CalibrationTable, run_bin_keys, step_bin_keys, step_bins
 from training.cv import group_folds
 from training.dataset import build_dataset
 from training.model import ProtocolError, ResidualRegressor
@@ -38,6 +38,42 @@ def test_protocol_order_is_enforced(dataset):
     y_hat, low, high = model.predict_interval(X, keys, confidence_level=0.8)
     assert np.all(low < high)
     assert np.mean((y >= low) & (y <= high)) >= 0.75  # calibrated on these very residuals
+
+
+def test_bin_chains_split_one_host_jobs_by_framework_and_networked_ones_by_tier():
+    keys = step_bin_keys(
+        ["single", "allreduce-local", "ps-worker", "allreduce-local"],
+        [None, None, "ethernet-25g", None],
+        ["stock", "stock", "stock", "tuned"],
+        ["tensorflow", "pytorch", "pytorch", "pytorch"],
+    )
+    assert keys == [
+        ("single|tensorflow", "single", POOLED),
+        ("allreduce-local|pytorch", "allreduce-local", POOLED),
+        ("ps-worker|ethernet-25g", "ps-worker", POOLED),
+        ("tuned|allreduce-local", "tuned", POOLED),
+    ]
+
+
+def test_a_job_table_gets_the_bins_its_run_rows_were_calibrated_in():
+    """The runtime's bins (from a job table, per distinct combination) are the training's (from run rows)."""
+    import pandas as pd
+
+    from features.table import table_from_rows
+
+    rows = [
+        {"gpu": "v100", "model": "resnet50", "framework": "tensorflow"},
+        {"gpu": "v100", "model": "resnet50"},  # pytorch, stock, single by default
+        {"gpu": "v100", "model": "resnet50", "architecture": "ps-worker", "workers": 2, "network": "ethernet-25g"},
+        {"gpu": "v100", "model": "resnet50", "software_stack": "tuned", "architecture": "allreduce-local", "gpus_per_worker": 8},
+    ]
+    table = table_from_rows(rows)
+    names = ["single|tensorflow", "single|pytorch", "ps-worker|ethernet-25g", "tuned", "single", POOLED]
+    calibration = CalibrationTable({n: np.zeros(3) for n in names}, {n: np.zeros(3) for n in names}, {n: 100 for n in names})
+    runs = pd.DataFrame({leaf: table.columns[leaf] for leaf in ("architecture", "network", "software_stack", "framework")})
+    expected = ["single|tensorflow", "single|pytorch", "ps-worker|ethernet-25g", "tuned"]
+    assert list(step_bins(calibration, table)) == expected
+    assert list(calibration.bin_for(run_bin_keys(runs))) == expected
 
 
 def test_estimator_follows_the_sklearn_contract(dataset):
