@@ -377,6 +377,22 @@ def test_n_to_2n_pairs_that_span_nodes_are_named_multi_node():
     assert list(pair_kind_names(pairs, nodes, " (x)")) == ["gpus (x)", "gpus, multi-node (x)", "network (x)"]
 
 
+def test_a_pair_holds_the_implementation_fixed():
+    """n against 2n GPUs pairs runs of one implementation: DLPerf's "PyTorch" and NGC's PyTorch are not a pair."""
+    from training.pairs import make_pairs
+
+    row = {"source": "Oneflow-Inc/DLPerf", "model": "resnet50", "batch_size_per_gpu": 128, "precision": "fp32",
+           "framework": "pytorch", "software_stack": "stock", "gpu": "V100-SXM2-16GB", "architecture": "allreduce-local",
+           "workers": 1}  # fmt: skip
+    runs = pd.DataFrame([
+        {**row, "gpus_per_worker": 4, "gpus_per_node": 4, "software": "PyTorch"},
+        {**row, "gpus_per_worker": 8, "gpus_per_node": 8, "software": "PyTorch"},
+        {**row, "gpus_per_worker": 8, "gpus_per_node": 8, "software": "NGC PyTorch (NVIDIA DeepLearningExamples)"},
+    ])  # fmt: skip
+    pairs = make_pairs(runs, np.array([4.0, 8.0, 8.0]))
+    assert pairs[["a", "b", "kind"]].values.tolist() == [[0, 1, "gpus"]]
+
+
 def test_gpu_generation_is_the_catalogue_architecture(lambda_dataset):
     from training.report import gpu_generations
 

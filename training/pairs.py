@@ -4,7 +4,12 @@ Two runs form a pair of a kind when they agree on every job field except the
 ones that kind changes: the network tier, the architecture (PS/Worker against
 AllReduce, on the same workers), the number of GPUs (n against 2n), the
 intra-node link (PCIe against NVLink), the GPU type, the precision or the
-batch size. A pair's measured speedup is time(a) / time(b).
+batch size. They must also share the source's ``software`` (the stated
+implementation, container, suite version or XLA flag): DLPerf measures one
+framework in several implementations ("PyTorch" and NGC's "PyTorch
+(DeepLearningExamples)"), up to 2.5x apart at the same configuration, and
+a pair across two of them measures the implementations, not the what-if.
+A pair's measured speedup is time(a) / time(b).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from training.dataset import text_keys
 SHARED = (
     "source", "model", "batch_size_per_gpu", "precision", "framework", "software_stack", "architecture",
     "workers", "gpus_per_worker", "parameter_servers", "nodes", "gpu", "gpus_per_node",
-    "intra_node_link", "network", "nics_per_node", "total_gpus",
+    "intra_node_link", "network", "nics_per_node", "total_gpus", "software",
 )
 
 #: Per kind: (the field that must differ, the fields allowed to differ with it).
