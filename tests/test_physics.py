@@ -377,3 +377,26 @@ def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_th
     for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share"):
         assert getattr(fitted, name) == pytest.approx(getattr(INITIAL, name), rel=1e-12), name
     assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)
+
+
+def test_restarting_the_simplex_never_raises_the_fitted_loss(monkeypatch):
+    """Fresh-simplex restarts keep a point only where the objective falls: the restarted fit ends at
+    or below a single Nelder-Mead pass, on runs the physics made at other constants."""
+    from training import physics_fit
+    from training.physics_fit import INITIAL, PhysicsProblem, fit_constants, objective
+
+    jobs = []
+    for gpu, precision in (("H100-SXM5-80GB", "fp16"), ("A100-SXM4-80GB", "tf32"), ("V100-SXM2-16GB", "fp32")):
+        for batch in (4, 32, 256):
+            job = _job()
+            job["cluster"]["gpu"] = gpu
+            job["workload"].update(precision=precision, batch_size_per_gpu=batch)
+            jobs.append(job)
+    resolved = _resolved(jobs)
+    truth = dataclasses.replace(INITIAL, matrix_efficiency_tensor=0.3, memory_efficiency=0.45, half_efficiency_flops_per_sm=3e7)
+    problem = PhysicsProblem(resolved, PhysicsProblem(resolved, np.ones(len(jobs))).step_time_s(truth))
+    rows = np.ones(len(jobs), bool)
+    restarted = objective(problem, rows, fit_constants(problem, rows))
+    monkeypatch.setattr(physics_fit, "RESTARTS", 0)
+    single = objective(problem, rows, fit_constants(problem, rows))
+    assert restarted <= single + 1e-12

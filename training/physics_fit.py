@@ -90,14 +90,25 @@ def _unpack(x: np.ndarray) -> PhysicsConstants:
     return PhysicsConstants(**values)
 
 
+def objective(problem: PhysicsProblem, rows: np.ndarray, constants: PhysicsConstants, prior_weight: float = PRIOR_WEIGHT) -> float:
+    """What a fit minimises: the physics' MAPE on ``rows`` plus ``prior_weight`` x the squared log of
+    each catalogue scale (:data:`CATALOGUE_SCALES`); 1e9 where the physics is not finite."""
+    predicted = problem.step_time_s(constants)[rows]
+    scales = np.log([getattr(constants, name) for name in CATALOGUE_SCALES])
+    value = float(np.mean(np.abs(predicted / problem.measured_s[rows] - 1.0))) + prior_weight * float(np.sum(scales**2))
+    return value if np.isfinite(value) else 1e9
+
+
+#: Fresh-simplex restarts of a fit from where the last one stopped.
+RESTARTS = 3
+
+
 def fit_constants(
     problem: PhysicsProblem, rows: np.ndarray, start: PhysicsConstants = INITIAL, prior_weight: float = PRIOR_WEIGHT
 ) -> PhysicsConstants:
     """Constants minimising the physics' MAPE on ``rows`` (a boolean mask) of ``problem``, plus
     ``prior_weight`` x the squared log of each catalogue scale (:data:`CATALOGUE_SCALES`)."""
-    measured = problem.measured_s[rows]
     names = list(PHYSICS_CONSTANTS)
-    scales = [names.index(name) for name in CATALOGUE_SCALES]
     x_start = np.log([getattr(start, name) for name in PHYSICS_CONSTANTS])
     free = [names.index(name) for name in names if name not in unseen_constants(problem.resolved, rows)]
 
@@ -107,10 +118,7 @@ def fit_constants(
         return x
 
     def loss(x_free: np.ndarray) -> float:
-        x = full(x_free)
-        predicted = problem.step_time_s(_unpack(x))[rows]
-        value = float(np.mean(np.abs(predicted / measured - 1.0))) + prior_weight * float(np.sum(x[scales] ** 2))
-        return value if np.isfinite(value) else 1e9
+        return objective(problem, rows, _unpack(full(x_free)), prior_weight)
 
     x0 = x_start[free]
     bounds = [tuple(np.log(BOUNDS[names[i]])) for i in free]
@@ -118,6 +126,14 @@ def fit_constants(
     simplex = np.vstack([x0, x0 - 0.4 * np.eye(len(x0))])
     options = {"maxiter": 3000, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex": simplex}
     result = minimize(loss, x0, method="Nelder-Mead", bounds=bounds, options=options)
+    # A simplex that has collapsed along a valley stops short of its floor; restarting from the point
+    # it reached with a fresh simplex is the standard remedy (kept only where the loss falls).
+    for _ in range(RESTARTS):
+        fresh = np.vstack([result.x, result.x + 0.2 * np.eye(len(x0))])
+        again = minimize(loss, result.x, method="Nelder-Mead", bounds=bounds, options={**options, "initial_simplex": fresh})
+        if not again.fun < result.fun - 1e-5:
+            break
+        result = again
     return _unpack(full(result.x))
 
 
