@@ -190,7 +190,7 @@ def test_mlperf_every_row_is_mapped_or_excluded(mlperf_csv):
 def test_mlperf_mapping_rules(mlperf_csv):
     runs = by_system(import_mlperf(mlperf_csv).runs)
     eos = runs.loc["eos_ngc23.09_pytorch"]
-    assert (eos["model"], eos["precision"], eos["framework"], eos["architecture"]) == ("bert-large", "fp8", "pytorch", "allreduce-local")
+    assert (eos["model"], eos["precision"], eos["framework"], eos["architecture"]) == ("bert-large-unpadded", "fp8", "pytorch", "allreduce-local")
     assert eos["intra_node_link"] == "nvswitch-gen3" and eos["network"] is None
     assert eos["measured_step_time_s"] == pytest.approx(768 / 8000.0)
     assert eos["batch_size_per_gpu"] == 96

@@ -6,6 +6,7 @@ import pytest
 from table_rows import reasons, write_rows
 
 from training.importers import import_dle, import_dle_history
+from training.importers.dle import lddl_binned
 from training.runs import load_runs
 
 HEADER = (
@@ -104,3 +105,21 @@ def test_real_tables(shared_data, importer, name, rows, floor):
     assert counts["rows"] == rows and counts["mapped"] >= floor
     assert result.excluded["reason"].notna().all() and result.runs["source_id"].is_unique
     assert counts["excluded_by_reason"].get("suspect in source", 0) >= 58
+
+
+def test_lddl_containers_load_binned_bert():
+    # PyTorch's BERT loads LDDL's 64-token bins from the 21.11 container, PaddlePaddle's from 22.12;
+    # TensorFlow's and the earlier containers pad every sequence to 512.
+    dirs = ["PyTorch/LanguageModeling/BERT"] * 3 + ["PaddlePaddle/LanguageModeling/BERT"] * 2 + ["TensorFlow/LanguageModeling/BERT"]
+    containers = ["20.06-py3 NGC", "21.11-py3 NGC", "22.12-py3 NGC", "22.08-py3 NGC", "22.12-py3 NGC", "TensorFlow 21.11-py3"]
+    assert list(lddl_binned(dirs, containers)) == [False, True, True, False, True, False]
+    assert not lddl_binned(["PyTorch/LanguageModeling/BERT"], [None])[0]
+
+
+def test_real_bert_pretraining_rows_by_data_loader(shared_data):
+    runs = import_dle_history(shared_data / "dle_training_throughput_history.csv").runs
+    bert = runs[runs["model"].str.startswith("bert-large") & ~runs["model"].str.endswith("squad")]
+    binned = bert["model"] == "bert-large-binned"
+    assert bert.loc[binned, "software"].str.contains("21.11-py3|22.12-py3").all()
+    assert not bert.loc[~binned, "software"].str.contains("21.11-py3|22.12-py3").any()
+    assert binned.sum() >= 16 and (~binned).sum() >= 100

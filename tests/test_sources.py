@@ -9,7 +9,7 @@ import test_importers_dlperf as dlperf
 from table_rows import write_rows
 from typer.testing import CliRunner
 
-from training.dataset import cv_groups
+from training.dataset import cv_groups, network_of
 from training.importers import IMPORTERS
 from training.sources import app, default_tables, gather_runs, sources_report
 
@@ -55,6 +55,17 @@ def test_cv_groups_share_a_gpu_type_across_sources_and_keep_mlperf_by_benchmark(
     assert list(groups[:3]) == ["V100-SXM2-16GB"] * 3
     assert list(groups[3:5]) == ["mlperf:resnet50", "mlperf:resnet50"]
     assert groups[5].startswith("testbed:ps-worker:4:2")
+
+
+def test_layout_variants_of_one_network_share_a_held_out_group():
+    # Unpadded and binned BERT-large pre-training is the padded network on another layout of the same
+    # data: holding BERT-large out must take all three out of training.
+    models = ["bert-large", "bert-large-unpadded", "bert-large-binned", "bert-large-squad", "resnet50"]
+    assert list(network_of(models)) == ["bert-large", "bert-large", "bert-large", "bert-large-squad", "resnet50"]
+    runs = pd.DataFrame({"source": ["mlcommons/training_results_v3.1"] * 2, "gpu": ["H100-SXM5-80GB"] * 2,
+                         "model": ["bert-large-unpadded", "resnet50"], "architecture": ["allreduce-local"] * 2,
+                         "workers": [1, 1], "parameter_servers": [None, None]})  # fmt: skip
+    assert list(cv_groups(runs)) == ["mlperf:bert-large", "mlperf:resnet50"]
 
 
 def test_report_command_writes_markdown(data_dir, tmp_path):

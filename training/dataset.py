@@ -83,6 +83,16 @@ def joined_keys(frame: pd.DataFrame, columns: list[str], sep: str = "|") -> np.n
     return text_keys(frame[present]).agg(sep.join, axis=1).to_numpy(object)
 
 
+#: Workloads that train one network on another layout of the same data: a held-out model leaves
+#: training with all of them (BERT-large pre-training padded to 512, in 64-token bins, unpadded).
+SAME_NETWORK = {"bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large"}
+
+
+def network_of(models) -> np.ndarray:
+    """Each run's network: its workload name, a layout variant under the name of its network (:data:`SAME_NETWORK`)."""
+    return np.array([SAME_NETWORK.get(m, m) for m in np.asarray(models, object)], object)
+
+
 def cv_groups(runs: pd.DataFrame) -> np.ndarray:
     """The cross-validation group of each run.
 
@@ -93,7 +103,7 @@ def cv_groups(runs: pd.DataFrame) -> np.ndarray:
     """
     source = text_keys(runs["source"]).to_numpy(object) if "source" in runs.columns else np.full(len(runs), "", object)
     topology = "testbed:" + joined_keys(runs, ["architecture", "workers", "parameter_servers"], ":")
-    benchmark = "mlperf:" + text_keys(runs["model"]).to_numpy(object)
+    benchmark = "mlperf:" + network_of(text_keys(runs["model"]).to_numpy(object))
     gpu = text_keys(runs["gpu"]).to_numpy(object)
     return np.select([source == "testbed", is_mlperf(source)], [topology, benchmark], gpu).astype(object)
 

@@ -21,6 +21,7 @@ from scipy.optimize import minimize
 from features.catalog_base import CATALOG_DIR
 from features.mechanisms import PHYSICS_CONSTANTS, PhysicsConstants, physics_constants
 from features.resolve import ResolvedJobs
+from training.dataset import network_of
 
 #: Start of every fit: attainable fractions near what large training kernels reach.
 INITIAL = PhysicsConstants(
@@ -218,7 +219,7 @@ def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, ov
     protocols = []
     for name, scored, groups in (
         ("Lambda leave-one-GPU-type-out", source == LAMBDA_SOURCE, runs["gpu"].to_numpy(object)),
-        ("MLPerf v3.1 leave-one-benchmark-out", source == MLPERF_SOURCE, runs["model"].to_numpy(object)),
+        ("MLPerf v3.1 leave-one-benchmark-out", source == MLPERF_SOURCE, network_of(runs["model"].to_numpy(object))),
     ):
         if not scored.any():
             continue

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from features.catalog_arrays import catalog_arrays
-from training.dataset import Dataset, joined_keys, text_keys
+from training.dataset import Dataset, joined_keys, network_of, text_keys
 from training.importers import DLE_HISTORY_SOURCE, DLE_SOURCE, DLPERF_SOURCE
 from training.importers import is_mlperf as mlperf_rows
 from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
@@ -117,7 +117,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         pair_frames += result.pair_frames
     if is_mlperf.any():
         note("leave one benchmark out (MLPerf)")
-        model = runs["model"].astype(str).to_numpy(object)
+        model = network_of(runs["model"].astype(str).to_numpy(object))
         result = held_out(ds, "mlperf-benchmark", model, is_mlperf, params, rounds, confidence_level, exclude=np.where(is_mlperf, model, None))
         steps["MLPerf (all rounds), leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
     pair_frames += _transfer_protocols(ds, steps, results, params, rounds, confidence_level, note)
@@ -149,7 +149,7 @@ def _transfer_protocols(ds: Dataset, steps: dict, results: dict, params: dict, r
         result = held_out(ds, "generation", generation, generation != None, params, rounds, confidence_level, pair_kinds=("gpu",))  # noqa: E711
         steps["All sources, leave one GPU generation out"] = step_summary(ds, result, generation)
         pair_frames += result.pair_frames
-    model = text_keys(runs["model"]).to_numpy(object)
+    model = network_of(text_keys(runs["model"]).to_numpy(object))
     scored = (source == LAMBDA) | np.isin(source, DLE_SOURCES)
     if scored.any():
         note("leave one model out (Lambda and DeepLearningExamples)")

@@ -231,6 +231,16 @@ def _squad_bytes(seq_len: int = 384) -> tuple[int, str]:
     return n, f"int64 input ids, segment ids and attention mask ({seq_len} each) + start/end positions: {n} B"
 
 
+#: Krell, Kosec et al. 2021 (arXiv:2107.02027), from their MLPerf BERT work: padding is in excess of 50% of the
+#: tokens of the Wikipedia pre-training set at length 512, so removing it doubles sequences per second.
+UNPADDING_SOURCE = (
+    "Krell, Kosec et al. 2021, arXiv:2107.02027: at sequence length 512 padding tokens are in excess of 50% of the "
+    "Wikipedia dataset used for pre-training BERT (the MLPerf BERT dataset); real tokens per sequence at most 256"
+)
+UNPADDED_LENGTH = 256
+UNPADDED_PREDICTIONS = 38  # 15% of 256 (masked_lm_prob), below MLPerf's cap of 76
+BINNED_LENGTH = 288  # 256 real tokens + half a 64-token bin
+
 _BASE_PT = _pretraining_bytes(128, 20)
 _LARGE_PT = _pretraining_bytes(512, 76)
 _SQUAD = _squad_bytes()
@@ -309,7 +319,7 @@ RECIPES = [
     ),
     Recipe(
         name="bert-large",
-        aliases=("bert_large", "bert-large-uncased", "bert-large-pretraining", "mlperf-bert"),
+        aliases=("bert_large", "bert-large-uncased", "bert-large-pretraining"),
         domain="language",
         description="BERT-large pre-training (MLM + NSP), sequence length 512, 76 masked positions (MLPerf)",
         architecture=f"{TRANSFORMERS} BertForPreTraining, 24 layers, hidden 1024, 16 heads ({BERT_PAPER}), MLM "
@@ -328,6 +338,59 @@ RECIPES = [
         },
         notes="Counted at the padded length 512; MLPerf submissions pack or unpad sequences, so their work per "
         "sample is lower.",
+    ),
+    Recipe(
+        name="bert-large-unpadded",
+        aliases=("mlperf-bert", "bert-large-packed", "bert-large-pretraining-unpadded"),
+        domain="language",
+        description="BERT-large pre-training at sequence length 512 with the padding removed (unpadded or packed "
+        "sequences, as MLPerf submissions run it): about 256 real tokens and 38 masked positions per sequence",
+        architecture=f"{TRANSFORMERS} BertForPreTraining, 24 layers, hidden 1024, 16 heads ({BERT_PAPER}), at the "
+        f"mean real length {UNPADDED_LENGTH}, MLM head on the real masked positions only",
+        build=lambda: _bert_pretraining_probe(True, UNPADDED_LENGTH, UNPADDED_PREDICTIONS),
+        input_bytes_per_sample=_LARGE_PT[0],
+        input_bytes_source=_LARGE_PT[1] + " (the host copies the padded sequence; padding is removed on the GPU)",
+        default_batch_size_per_gpu=96,
+        sequence_length=UNPADDED_LENGTH,
+        sample_unit="sequences",
+        extra_sources={
+            "sequence_length": ("published", f"{UNPADDING_SOURCE}; counted at {UNPADDED_LENGTH}"),
+            "default_batch_size_per_gpu": configured(
+                "MLPerf Training v3.1 results (mlcommons/training_results_v3.1): 768 / 8 = 96 per GPU"
+            ),
+        },
+        notes=f"MLPerf's NVIDIA-derived BERT runs with --unpad since v0.7 and --unpad_fmha --dense_seq_output "
+        f"since v1.0 (mlcommons/training_results_v0.7 and v1.0, NVIDIA/benchmarks/bert config_*.sh); packed "
+        f"submissions do the same work. {UNPADDED_PREDICTIONS} masked positions = 15% (masked_lm_prob) of "
+        f"{UNPADDED_LENGTH} real tokens (estimated).",
+    ),
+    Recipe(
+        name="bert-large-binned",
+        aliases=("bert-large-lddl", "bert-large-binned-64"),
+        domain="language",
+        description="BERT-large pre-training at sequence length 512 loaded in length bins of 64 tokens (NVIDIA "
+        "LDDL, DeepLearningExamples' PyTorch and PaddlePaddle BERT): each sequence padded to its bin's upper edge, "
+        "about 288 tokens and 38 masked positions per sequence",
+        architecture=f"{TRANSFORMERS} BertForPreTraining, 24 layers, hidden 1024, 16 heads ({BERT_PAPER}), at "
+        f"{BINNED_LENGTH} tokens, MLM head on the real masked positions only",
+        build=lambda: _bert_pretraining_probe(True, BINNED_LENGTH, UNPADDED_PREDICTIONS),
+        input_bytes_per_sample=_pretraining_bytes(BINNED_LENGTH, 80)[0],
+        input_bytes_source=_pretraining_bytes(BINNED_LENGTH, 80)[1],
+        default_batch_size_per_gpu=32,
+        sequence_length=BINNED_LENGTH,
+        sample_unit="sequences",
+        extra_sources={
+            "sequence_length": (
+                "estimated",
+                f"{UNPADDED_LENGTH} real tokens ({UNPADDING_SOURCE}) plus half a 64-token bin of padding; bin size "
+                "64: NVIDIA/DeepLearningExamples PyTorch/LanguageModeling/BERT/data/create_datasets_from_start.sh "
+                "(BIN_SIZE default 64, 21.11-py3) and PaddlePaddle/LanguageModeling/BERT/README.md changelog "
+                "(January 2023: binned phase-2 pre-training with LDDL, bin size 64)",
+            ),
+            "default_batch_size_per_gpu": configured(
+                "DeepLearningExamples PaddlePaddle BERT README, phase-2 multi-node table: 32 per GPU with AMP"
+            ),
+        },
     ),
     Recipe(
         name="bert-base-squad",

@@ -216,4 +216,12 @@ PLAIN_BUILDERS = {
         lambda: bert_pretraining_probe(True, 512, 76),
         "features.model_defs.plain.BertPretraining(large=True), sequence 512, 76 masked positions",
     ),
+    "bert-large-unpadded": (
+        lambda: bert_pretraining_probe(True, 256, 38),
+        "features.model_defs.plain.BertPretraining(large=True), sequence 256 (padding removed), 38 masked positions",
+    ),
+    "bert-large-binned": (
+        lambda: bert_pretraining_probe(True, 288, 38),
+        "features.model_defs.plain.BertPretraining(large=True), sequence 288 (64-token bins), 38 masked positions",
+    ),
 }

@@ -12,8 +12,11 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   -> mask-rcnn; Transformer-XL base/large -> transformer-xl-base/-large;
   Tacotron2 (mels/s) -> tacotron2 and, in the same README, the WaveGlow table
   (audio samples/s) -> waveglow; TensorFlow GNMT -> gnmt; NCF -> ncf; BERT
-  pre-training at sequence length 512 -> bert-large, fine-tuning on SQuAD ->
-  bert-large-squad (DeepLearningExamples pre-trains and fine-tunes BERT-large).
+  pre-training at sequence length 512 -> bert-large (padded to 512), or
+  bert-large-binned where the example loads LDDL's 64-token length bins
+  (PyTorch from the 21.11 container, PaddlePaddle from 22.12), fine-tuning on
+  SQuAD -> bert-large-squad (DeepLearningExamples pre-trains and fine-tunes
+  BERT-large).
   Not mapped, with the reason: BERT pre-training at sequence length 128
   (phase 1) and NER fine-tuning, and models the workload catalogue does not
   hold (EfficientNet, ResNeXt, BART, Jasper, Wide & Deep on Outbrain, the
@@ -127,6 +130,22 @@ def dle_model(model_dir: str, variant: object, section: object) -> tuple[str | N
     return None, f"{model_dir}: not in the workload catalogue"
 
 
+#: The first container of each BERT example whose phase-2 pre-training loads LDDL's 64-token length bins:
+#: PyTorch from 21.11 (data/create_datasets_from_start.sh, BIN_SIZE 64), PaddlePaddle from 22.12 (README
+#: changelog, January 2023). Earlier containers and TensorFlow pad every sequence to 512.
+LDDL_FIRST_CONTAINER = {"PyTorch/LanguageModeling/BERT": (21, 11), "PaddlePaddle/LanguageModeling/BERT": (22, 12)}
+
+
+def lddl_binned(model_dir, container) -> np.ndarray:
+    """Whether each row's BERT example loads length-binned sequences (see :data:`LDDL_FIRST_CONTAINER`)."""
+    out = []
+    for directory, text in zip(model_dir, container):
+        first = LDDL_FIRST_CONTAINER.get(str(directory))
+        version = re.search(r"(\d{2})\.(\d{2})", "" if pd.isna(text) else str(text))
+        out.append(bool(first and version and (int(version.group(1)), int(version.group(2))) >= first))
+    return np.array(out, bool)
+
+
 def _import(path, hardware, workloads, source: str, history: bool) -> ImportResult:
     hardware, workloads = catalogues(hardware, workloads)
     columns = DLE_COLUMNS + (("first_seen_date",) if history else ())
@@ -147,6 +166,7 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     tacotron = np.char.endswith(model_dir.astype(str), "Tacotron2")
     unit = src["throughput_unit"].to_numpy(object)
     model = np.where(tacotron & (unit == "samples/s"), "waveglow", model)
+    model = np.where((model == "bert-large") & lddl_binned(model_dir, src["container"]), "bert-large-binned", model)
     rows.exclude(pd.isna(model), "model not in the workload catalogue", np.array([why for _, why in mapped], object))
 
     devices = map_unique(src["gpu"].fillna("").str.replace(r"\s*\(.*\)\s*$", "", regex=True), hardware.devices.find)
