@@ -141,8 +141,14 @@ class SpeedupExplanation:
         )
         factors = self.family_speedup_factors
         if factors:
+            # The residual's whole adjustment is its base rate's ratio times every family's; name the
+            # base and the largest family, so the factors shown multiply to the total.
             family = max(factors, key=lambda f: abs(np.log(factors[f])))
-            text += f"; the learned residual adjusts it by x{factors[family]:.2f} through {family}"
+            base = self.baseline.base_factor / self.target.base_factor
+            text += (
+                f"; the learned residual adjusts it by x{self.speedup / self.analytical_speedup:.2f} "
+                f"(x{base:.2f} its base rate, x{factors[family]:.2f} through {family}, the largest family)"
+            )
         return text
 
     def to_dict(self) -> dict[str, Any]:

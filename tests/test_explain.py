@@ -52,9 +52,12 @@ def test_one_job_explanation_multiplies_out_to_the_prediction(predictor):
 def test_what_if_explanation_splits_the_speedup(predictor):
     e = explain(predictor, TESTBED_JOB, ["network=emulated-1g"])
     assert isinstance(e, SpeedupExplanation)
-    product = e.analytical_speedup * np.prod(list(e.family_speedup_factors.values()))
+    base = e.baseline.base_factor / e.target.base_factor
+    product = e.analytical_speedup * base * np.prod(list(e.family_speedup_factors.values()))
     assert product == pytest.approx(e.speedup, rel=1e-4)
     assert e.target.seconds["communication"] < e.baseline.seconds["communication"]
+    # The summary's adjustment is the whole of it, base rate included (a faded baseline keeps less of it).
+    assert f"adjusts it by x{e.speedup / e.analytical_speedup:.2f} (x{base:.2f} its base rate" in e.summary()
 
 
 def test_fleet_explanations_match_the_table_ones(predictor, trained, testbed_runs):
