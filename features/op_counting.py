@@ -50,8 +50,10 @@ bytes and other FLOPs slopes between its two batch sizes (both as in
 from the larger batch and do not depend on it for these models. Recurrent
 layers (``nn.LSTM``, ``nn.GRU``) decompose into per-time-step operators for
 the FLOP and byte counts (the fused oneDNN kernel is invisible to the FLOP
-counter), while their kernels are counted on a second pass with the fused
-kernel, one call per layer, as cuDNN runs them on GPUs. Recurrent cells
+counter), while their kernel launches are counted on a second pass with the
+fused kernel, one call per layer, as cuDNN runs them on GPUs; their matrix
+operators stay those of the decomposed pass, one per time step, since the
+fused kernel runs those small dependent multiplies one after another. Recurrent cells
 stepped from Python (``nn.LSTMCell`` in Tacotron 2's decoder) launch their
 kernels step by step and are counted so.
 """
@@ -188,15 +190,16 @@ def _with_fused_rnn_kernels(probe: Probe, decomposed: StepOps) -> StepOps:
     GPU frameworks run ``nn.LSTM``/``nn.GRU`` through cuDNN, one library call
     per layer (its per-time-step kernels are issued by the library, not by the
     framework's dispatcher); oneDNN's fused CPU kernel is counted in its place.
-    FLOPs, bytes and gradients stay those of the decomposed pass, which the
-    FLOP counter can see.
+    FLOPs, bytes, gradients and matrix operators stay those of the decomposed
+    pass: the FLOP counter sees its FLOPs, and the fused kernel runs the same
+    small per-time-step matrix multiplies one after another (each time step
+    waits for the last), so for the operator-size curve each is one operator.
     """
     fused = count_step_ops(probe, decomposed.batch_size)
     counts = {}
     for phase in PHASES:
         count = dataclasses.replace(decomposed.counts[phase])
         count.kernels = fused.counts[phase].kernels
-        count.matrix_kernels = fused.counts[phase].matrix_kernels
         counts[phase] = count
     return dataclasses.replace(decomposed, counts=counts)
 

@@ -64,3 +64,20 @@ def test_plain_resnet50_counts_the_catalogue_flops():
     flops = (step.counts["forward"].matrix_flops + step.counts["backward"].matrix_flops) / 2
     assert flops == pytest.approx(workload_catalog().get("resnet50").flops_per_sample, rel=1e-6)
     assert sum(step.gradient_elements) == workload_catalog().get("resnet50").dense_param_count
+
+
+def test_a_recurrent_layer_launches_once_but_runs_a_matrix_operator_per_time_step():
+    from features.op_counting import _with_fused_rnn_kernels
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 2, 8)  # 5 time steps, batch 2
+    probe = Probe(nn.LSTM(8, 8), lambda b: x[:, :b], lambda m, batch: m(batch)[0].sum())
+    with torch.backends.mkldnn.flags(enabled=False):
+        decomposed = count_step_ops(probe, 2)
+    fused = _with_fused_rnn_kernels(probe, decomposed)
+    forward = fused.counts["forward"]
+    # The fused kernel is one launch where the decomposed layer issues several per time step, but it
+    # runs the same five dependent recurrent matrix multiplies: the operator-size curve sees each.
+    assert forward.kernels < decomposed.counts["forward"].kernels
+    assert forward.matrix_kernels == decomposed.counts["forward"].matrix_kernels >= 5
+    assert forward.matrix_flops == decomposed.counts["forward"].matrix_flops
