@@ -40,6 +40,8 @@ class CatalogArrays:
     # Mechanisms (features.mechanisms) and op classes (features.op_counting).
     device_is_gpu: np.ndarray
     device_sm_count: np.ndarray  # NaN where the catalogue has none
+    #: Tensor cores' hardware rate over the catalogue's (FP32-accumulate) peak: 2 on GeForce parts, else 1.
+    device_tensor_hardware_scale: np.ndarray
     link_ring_efficiency: np.ndarray
     link_tree_efficiency: np.ndarray
     link_call_latency_s: np.ndarray
@@ -132,6 +134,9 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_default_batch=np.array([w.default_batch_size_per_gpu for w in specs], float),
         device_is_gpu=np.array([d.kind == "gpu" for d in devices], bool),
         device_sm_count=np.array([mechanisms[d.name].sm_count if d.name in mechanisms else np.nan for d in devices], float),
+        device_tensor_hardware_scale=np.array(
+            [1.0 / mechanisms[d.name].fp32_accumulate_tensor_rate if d.name in mechanisms else 1.0 for d in devices], float
+        ),
         link_ring_efficiency=np.array([c.ring_bus_bw_efficiency for c in link_collectives], float),
         link_tree_efficiency=np.array([c.tree_bus_bw_efficiency for c in link_collectives], float),
         link_call_latency_s=np.array([c.call_latency_s for c in link_collectives], float),

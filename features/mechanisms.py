@@ -2,7 +2,8 @@
 
 * ``catalog/gpu_mechanisms.json``: per GPU (by its name in
   ``hardware/gpus.json``) SM count, boost clock, L2 size, tensor-core
-  generation and FP32 lanes per SM, each with provenance and source.
+  generation, FP32 lanes per SM and the tensor cores' FP32-accumulate rate
+  as a share of their hardware rate, each with provenance and source.
 * ``catalog/software.json``: per framework and software stack, the cost of
   one kernel launch and the per-step host overhead.
 * ``catalog/collectives.json``: per link kind (or link), the bus-bandwidth
@@ -20,7 +21,9 @@ from functools import lru_cache
 
 from features.catalog_base import CATALOG_DIR, PROVENANCE_KINDS, read_json
 
-MECHANISM_FIELDS = ("sm_count", "boost_clock_hz", "l2_bytes", "tensor_core_generation", "fp32_lanes_per_sm")
+MECHANISM_FIELDS = (
+    "sm_count", "boost_clock_hz", "l2_bytes", "tensor_core_generation", "fp32_lanes_per_sm", "fp32_accumulate_tensor_rate",
+)
 
 
 def _check_provenance(where: str, provenance: dict | str, source: dict | str, names: tuple[str, ...]) -> None:
@@ -41,6 +44,9 @@ class GpuMechanisms:
     l2_bytes: float
     tensor_core_generation: int
     fp32_lanes_per_sm: int
+    #: The tensor cores' rate with FP32 accumulation (what mixed-precision training uses, and the catalogue's
+    #: peak) over their hardware rate: 0.5 on GeForce parts, whose firmware halves it; 1 elsewhere.
+    fp32_accumulate_tensor_rate: float
     provenance: dict
     source: dict
 

@@ -7,6 +7,11 @@ One training step of one GPU:
 
   - matrix operators (matmul, convolution, attention):
     ``FLOPs / (eta_matrix * peak at the precision) + bytes / (eta_memory * DRAM bandwidth)``.
+    On GeForce parts the catalogue's tensor peak is the FP32-accumulate rate,
+    which their firmware holds at half the tensor cores' hardware rate: a
+    kernel there reaches ``min(eta_matrix * 2 * peak, peak)``, the same
+    fraction of the hardware that a full-rate part reaches, up to the cap
+    (a GeForce part is as fast as a full-rate one until the cap binds).
     The sum over operators of each one's own roofline lies between the
     larger of the class's two terms and their sum (operators differ in
     intensity); measured runs favour the sum (Lambda leave-one-GPU-type-out 19.8%
@@ -214,6 +219,9 @@ class DeviceInputs:
     #: Bytes the memory-bound operators (the optimizer's traffic aside) would move more at FP32 than at the
     #: training precision: zero at FP32 and TF32.
     memory_bound_fp32_extra_bytes: np.ndarray | None = None
+    #: Tensor cores' hardware rate over ``peak_flops_per_s`` (2 on GeForce parts, whose FP32-accumulate
+    #: tensor rate is half the hardware's; 1 elsewhere; None: 1).
+    tensor_hardware_scale: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,10 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     eta_matrix = np.where(d.uses_tensor_cores, k.matrix_efficiency_tensor, k.matrix_efficiency_fp32)
     eta_matrix = np.minimum(eta_matrix * gain, 1.0)
     eta_matrix = eta_matrix * operator_size_factor(d.matrix_flops, d.matrix_kernels, d.sm_count, k.half_efficiency_flops_per_sm)
+    if d.tensor_hardware_scale is not None:
+        # The attainable fraction is of the hardware rate; a capped part reaches at most its cap.
+        scale = np.where(d.uses_tensor_cores, d.tensor_hardware_scale, 1.0)
+        eta_matrix = np.minimum(eta_matrix * scale, 1.0)
     eta_matrix = np.where(gpu, eta_matrix, 1.0)
     eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
     fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)

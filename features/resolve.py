@@ -67,6 +67,7 @@ class ResolvedJobs:
     backward_kernels_per_step: np.ndarray | None = None
     matrix_kernels_per_step: np.ndarray | None = None
     sm_count: np.ndarray | None = None
+    tensor_hardware_scale: np.ndarray | None = None
     device_is_gpu: np.ndarray | None = None
     kernel_launch_latency_s: np.ndarray | None = None
     host_overhead_s: np.ndarray | None = None
@@ -141,6 +142,7 @@ class ResolvedJobs:
                 self.peak_flops_per_s > self.fp32_peak_flops_per_s if self.uses_tensor_cores is None else self.uses_tensor_cores
             ),
             sm_count=self.sm_count,
+            tensor_hardware_scale=self.tensor_hardware_scale,
             is_gpu=self.device_is_gpu,
             kernel_launch_latency_s=self.kernel_launch_latency_s,
             host_overhead_s=self.host_overhead_s,
@@ -381,6 +383,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         nics_per_node=masked(cols["nics_per_node"]),
         **{name: masked(values) for name, values in op.items()},
         sm_count=masked(cat.device_sm_count[safe_device]),
+        tensor_hardware_scale=np.where(ok, cat.device_tensor_hardware_scale[safe_device], 1.0),
         device_is_gpu=np.where(ok, cat.device_is_gpu[safe_device], False),
         kernel_launch_latency_s=masked(software_latency),
         host_overhead_s=masked(software_host),

@@ -63,6 +63,28 @@ def test_op_class_roofline_hand_computed():
     assert t.total_s[0] == pytest.approx(0.022 + 8e-3 + 0.01 + 1e-3)
 
 
+def test_a_half_rate_geforce_part_reaches_its_fraction_of_the_hardware_up_to_its_cap():
+    # Peak 100 TFLOP/s is the FP32-accumulate rate, half the tensor cores' 200: a kernel reaching 0.5 of
+    # the hardware runs at min(0.5 x 2, 1) x 100 TFLOP/s: 1e12 / 100e12 + 1e9 / 5e11 = 0.01 + 0.002.
+    capped = physics.device_times(_device(tensor_hardware_scale=2.0), UNIT)
+    assert capped.matrix_s[0] == pytest.approx(0.012)
+    # At 0.3 of the hardware (0.6 of the cap): 1e12 / 60e12 + 0.002.
+    k = dataclasses.replace(UNIT, matrix_efficiency_tensor=0.3)
+    assert physics.device_times(_device(tensor_hardware_scale=2.0), k).matrix_s[0] == pytest.approx(1 / 60 + 0.002)
+    # A full-rate part, and FP32 work on the CUDA cores, are unchanged.
+    assert physics.device_times(_device(tensor_hardware_scale=1.0), UNIT).matrix_s[0] == pytest.approx(0.022)
+    fp32 = dict(uses_tensor_cores=False, peak_flops_per_s=10e12)
+    assert physics.device_times(_device(tensor_hardware_scale=2.0, **fp32), UNIT).matrix_s[0] == pytest.approx(0.127)
+
+
+def test_geforce_parts_and_only_they_run_fp32_accumulate_tensor_math_at_half_rate():
+    mechanisms = gpu_mechanisms()
+    half = {name for name, m in mechanisms.items() if m.fp32_accumulate_tensor_rate == 0.5}
+    assert {"RTX-4090", "RTX-3090", "RTX-2080-Ti", "A10G"} <= half
+    assert not half & {"RTX-6000-Ada", "RTX-A6000", "Titan-RTX", "Quadro-RTX-8000", "A100-SXM4-80GB", "T4"}
+    assert {m.fp32_accumulate_tensor_rate for m in mechanisms.values()} == {0.5, 1.0}
+
+
 def test_fp32_uses_its_own_fraction_and_memory_roof_can_bind_matrix_ops():
     t = physics.device_times(_device(uses_tensor_cores=False, peak_flops_per_s=10e12, matrix_bytes=5e10), UNIT)
     # 1e12 / (0.8 * 10e12) + 5e10 / (0.5 * 1e12) = 0.125 + 0.1
