@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from functools import lru_cache
 
 
 #: Stands for a value that was not given at all.
 MISSING = type("Missing", (), {"__repr__": lambda self: "missing"})()
+
+
+#: A bad value longer than this is shown by its start and its length: the message stays one readable line.
+SHOWN_VALUE_CHARS = 80
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to its first :data:`SHOWN_VALUE_CHARS` characters with the full length said."""
+    text = repr(value)
+    if len(text) <= SHOWN_VALUE_CHARS:
+        return text
+    length = f" ({len(str(value)):,} characters)" if isinstance(value, str) else ""
+    return f"{text[:SHOWN_VALUE_CHARS]}...{length}"
 
 
 class SpecError(ValueError):
@@ -24,7 +38,7 @@ class SpecError(ValueError):
         if value is MISSING:
             super().__init__(f"{field} is missing; {allowed}")
         else:
-            super().__init__(f"{field}: {value!r} is not valid; {allowed}")
+            super().__init__(f"{field}: {shown(value)} is not valid; {allowed}")
 
 
 class UnknownNameError(SpecError):
@@ -37,7 +51,12 @@ class UnknownNameError(SpecError):
         self.field = field
         self.value = value
         self.allowed = hint
-        ValueError.__init__(self, f"unknown {kind} {value!r} at {field}; {hint}")
+        ValueError.__init__(self, f"unknown {kind} {shown(value)} at {field}; {hint}")
+
+
+#: Characters of a bad name compared against the known ones: difflib's cost grows with the length,
+#: and no catalogue name is longer.
+NAME_COMPARED_CHARS = 64
 
 
 def nearest_names(value: str, known: Iterable[str], n: int = 3, preferred: Iterable[str] = ()) -> list[str]:
@@ -45,7 +64,13 @@ def nearest_names(value: str, known: Iterable[str], n: int = 3, preferred: Itera
 
     Names sharing a prefix with ``value`` ("v10" and "V100-...") come first,
     ``preferred`` ones (a family's default variant) ahead of their siblings.
+    A fleet repeats its bad names row after row: each distinct one is matched once.
     """
+    return list(_nearest_names(str(value)[:NAME_COMPARED_CHARS], tuple(known), n, tuple(preferred)))
+
+
+@lru_cache(maxsize=4096)
+def _nearest_names(value: str, known: tuple[str, ...], n: int, preferred: tuple[str, ...]) -> tuple[str, ...]:
     by_lower: dict[str, str] = {}
     for name in known:
         by_lower.setdefault(name.lower(), name)
@@ -55,7 +80,7 @@ def nearest_names(value: str, known: Iterable[str], n: int = 3, preferred: Itera
     prefixed = [k for k in by_lower if k.startswith(lowered[: max(2, len(lowered) - 1)])]
     prefixed.sort(key=lambda k: (k not in first, -difflib.SequenceMatcher(None, lowered, k).ratio(), k))
     ordered = list(dict.fromkeys(prefixed + close))[:n]
-    return [by_lower[k] for k in ordered]
+    return tuple(by_lower[k] for k in ordered)
 
 
 class RowError(SpecError):

@@ -161,3 +161,24 @@ def test_schema_is_json_schema_of_the_job():
     schema = json_schema()
     assert schema["required"] == ["workload", "cluster"]
     json.dumps(schema)
+
+
+def test_a_bad_name_repeated_down_a_fleet_is_matched_once():
+    from features.errors import _nearest_names
+
+    _nearest_names.cache_clear()
+    rows = [{"gpu": "V100", "model": "resnt50", "batch_size_per_gpu": b} for b in range(1, 201)]
+    errors = resolved_errors(rows)
+    # Every row keeps its own message (the same one), while difflib ran once for the name.
+    assert len(errors) == 200 and len(set(errors)) == 1 and "did you mean resnet50," in errors[0]
+    info = _nearest_names.cache_info()
+    assert info.misses == 1 and info.hits >= 199
+
+
+def test_a_huge_bad_name_gets_one_readable_line():
+    (error,) = resolved_errors([{"gpu": "V100", "model": "resnt50" + "x" * 100_000}])
+    assert error.startswith("unknown model 'resnt50xxx")
+    assert "... (100,007 characters) at workload.model; known: " in error and "flops_per_sample is missing" in error
+    assert len(error) < 600 and "\n" not in error
+    (error,) = resolved_errors([{"gpu": "V10" + "0" * 5000, "model": "resnet50"}])
+    assert "(5,003 characters) at cluster.gpu" in error and len(error) < 600
