@@ -220,6 +220,8 @@ def build_entry(recipe: Recipe, counted: Counted, versions: str) -> dict:
     entry["source"] = source
     if recipe.notes:
         entry["notes"] = recipe.notes
+    if recipe.network_of is not None:
+        entry["network_of"] = recipe.network_of
     return entry
 
 

@@ -115,6 +115,9 @@ class WorkloadSpec:
     ai_matrix: bool = False
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    #: The catalogue workload whose network this one trains on another layout of the same data
+    #: (``bert-large-unpadded`` -> ``bert-large``); None: its own.
+    network_of: str | None = None
     #: Operator-level counts (see :mod:`features.op_counting` and :data:`OP_CLASS_FIELDS`).
     op_classes: dict | None = None
 
@@ -167,6 +170,10 @@ class WorkloadCatalog:
     @classmethod
     def from_dict(cls, data: dict) -> "WorkloadCatalog":
         specs = [_build(entry) for entry in data["workloads"]]
+        names = {w.name for w in specs}
+        for w in specs:
+            if w.network_of is not None and (w.network_of not in names or w.network_of == w.name):
+                raise ValueError(f"workload {w.name}: network_of {w.network_of!r} must name another catalogue workload")
         return cls(NameIndex("model", ((w.name, w.aliases, w) for w in specs)))
 
     def get(self, name: str, field: str = "workload.model") -> WorkloadSpec:

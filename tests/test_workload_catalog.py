@@ -244,3 +244,21 @@ def test_ai_matrix_flags():
     # SSD (VGG), Faster_RCNN, Mask_RCNN, CRNN, NMT, BERT, DeepInterest (DIN, Wide & Deep), DIEN, NCF.
     assert {"googlenet", "resnet50", "vgg16", "din", "dien", "gnmt", "bert-base", "mask-rcnn"} <= ai_matrix
     assert not ({"gpt3-175b", "llama2-70b-lora", "rgat", "testbed-resnet"} & ai_matrix)
+
+
+def test_layouts_of_one_network_name_it_and_nothing_else():
+    from features.catalog_base import CATALOG_DIR, read_json
+    from features.workloads import WorkloadCatalog
+
+    cat = workload_catalog()
+    variants = {w.name: w.network_of for w in cat.workloads if w.network_of is not None}
+    assert variants == {"bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large"}
+    # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one.
+    flops = {n: cat.get(n).flops_per_sample for n in ("bert-large", "bert-large-binned", "bert-large-unpadded")}
+    assert flops["bert-large"] > flops["bert-large-binned"] > flops["bert-large-unpadded"]
+    assert cat.get("bert-large-unpadded").param_count == cat.get("bert-large").param_count
+    data = read_json(CATALOG_DIR / "workloads.json")
+    for bad in ("no-such-workload", "bert-large-unpadded"):
+        entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]
+        with pytest.raises(ValueError, match="network_of"):
+            WorkloadCatalog.from_dict({"workloads": entries})

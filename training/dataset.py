@@ -26,6 +26,7 @@ from features.fields import FLAT_FIELDS
 from features.mechanisms import PhysicsConstants
 from features.resolve import ResolvedJobs, resolve
 from features.table import validate_columns
+from features.workloads import workload_catalog
 from training.importers.mlperf import is_mlperf
 
 #: The analytical total the residual corrects: "roofline" (op-class rooflines, launches,
@@ -83,14 +84,12 @@ def joined_keys(frame: pd.DataFrame, columns: list[str], sep: str = "|") -> np.n
     return text_keys(frame[present]).agg(sep.join, axis=1).to_numpy(object)
 
 
-#: Workloads that train one network on another layout of the same data: a held-out model leaves
-#: training with all of them (BERT-large pre-training padded to 512, in 64-token bins, unpadded).
-SAME_NETWORK = {"bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large"}
-
-
 def network_of(models) -> np.ndarray:
-    """Each run's network: its workload name, a layout variant under the name of its network (:data:`SAME_NETWORK`)."""
-    return np.array([SAME_NETWORK.get(m, m) for m in np.asarray(models, object)], object)
+    """Each run's network: its workload name, or for a workload that trains another's network on another
+    layout of the same data (the catalogue's ``network_of``: BERT-large unpadded or in length bins) that
+    workload's name, so a held-out model leaves training with all its layouts."""
+    same = {w.name: w.network_of for w in workload_catalog().workloads if w.network_of is not None}
+    return np.array([same.get(m, m) for m in np.asarray(models, object)], object)
 
 
 def cv_groups(runs: pd.DataFrame) -> np.ndarray:

@@ -359,6 +359,7 @@ RECIPES = [
                 "MLPerf Training v3.1 results (mlcommons/training_results_v3.1): 768 / 8 = 96 per GPU"
             ),
         },
+        network_of="bert-large",
         notes=f"MLPerf's NVIDIA-derived BERT runs with --unpad since v0.7 and --unpad_fmha --dense_seq_output "
         f"since v1.0 (mlcommons/training_results_v0.7 and v1.0, NVIDIA/benchmarks/bert config_*.sh); packed "
         f"submissions do the same work. {UNPADDED_PREDICTIONS} masked positions = 15% (masked_lm_prob) of "
@@ -377,6 +378,7 @@ RECIPES = [
         input_bytes_per_sample=_pretraining_bytes(BINNED_LENGTH, 80)[0],
         input_bytes_source=_pretraining_bytes(BINNED_LENGTH, 80)[1],
         default_batch_size_per_gpu=32,
+        network_of="bert-large",
         sequence_length=BINNED_LENGTH,
         sample_unit="sequences",
         extra_sources={

@@ -76,6 +76,9 @@ class Recipe:
     published: Mapping[str, tuple[float, str]] = field(default_factory=dict)
     extra_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     notes: str = ""
+    #: The workload whose network this one trains on another layout of the same data (BERT-large
+    #: unpadded or binned: ``bert-large``); held-out evaluations keep them in one group.
+    network_of: str | None = None
 
 
 def configured(text: str) -> tuple[str, str]:
