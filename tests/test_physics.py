@@ -77,6 +77,15 @@ def test_a_half_rate_geforce_part_reaches_its_fraction_of_the_hardware_up_to_its
     assert physics.device_times(_device(tensor_hardware_scale=2.0, **fp32), UNIT).matrix_s[0] == pytest.approx(0.127)
 
 
+def test_a_geforce_job_resolves_to_its_hardware_scale_at_tensor_precisions():
+    jobs = [_job(gpu=g) for g in ("RTX-4090", "A100-SXM4-80GB")]
+    resolved = _resolved(jobs)
+    np.testing.assert_array_equal(resolved.tensor_hardware_scale, [2.0, 1.0])
+    d = resolved.device_inputs()
+    np.testing.assert_array_equal(d.tensor_hardware_scale, [2.0, 1.0])
+    assert d.uses_tensor_cores.all()
+
+
 def test_geforce_parts_and_only_they_run_fp32_accumulate_tensor_math_at_half_rate():
     mechanisms = gpu_mechanisms()
     half = {name for name, m in mechanisms.items() if m.fp32_accumulate_tensor_rate == 0.5}
@@ -214,9 +223,10 @@ def _resolved(jobs: list[dict]):
     intra=st.floats(1.0, 4.0),
     batch=st.sampled_from([1, 8, 64]),
     nics=st.integers(1, 8),
+    gpu=st.sampled_from(["A100-SXM4-80GB", "RTX-4090"]),  # full rate; GeForce, capped at half its hardware
 )
-def test_more_bandwidth_or_peak_is_never_slower(memory, peak, network, intra, batch, nics):
-    job = _job(nics_per_node=nics)
+def test_more_bandwidth_or_peak_is_never_slower(memory, peak, network, intra, batch, nics, gpu):
+    job = _job(nics_per_node=nics, gpu=gpu)
     job["workload"]["batch_size_per_gpu"] = batch
     base = _resolved([job])
     faster = dataclasses.replace(
