@@ -31,6 +31,7 @@ class CatalogArrays:
     has_nvlink: np.ndarray
     link_bw_bytes_per_s: np.ndarray
     link_latency_s: np.ndarray
+    link_max_gpus: np.ndarray  # inf where a link joins every GPU of the node
     link_kind: np.ndarray  # index into LINK_KINDS
     workload_flops_per_sample: np.ndarray
     workload_memory_bytes_per_sample_fp32: np.ndarray
@@ -126,6 +127,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         has_nvlink=np.array([d.nvlink_link is not None for d in devices], bool),
         link_bw_bytes_per_s=np.array([link.bw_bytes_per_s for link in links], float),
         link_latency_s=np.array([link.latency_s for link in links], float),
+        link_max_gpus=np.array([np.inf if link.max_gpus is None else link.max_gpus for link in links], float),
         link_kind=np.array([LINK_KINDS.index(link.kind) for link in links], int),
         workload_flops_per_sample=np.array([w.flops_per_sample for w in specs], float),
         workload_memory_bytes_per_sample_fp32=np.array([w.memory_bytes_per_sample_fp32 for w in specs], float),

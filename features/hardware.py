@@ -101,6 +101,9 @@ class LinkSpec:
     source: str
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    #: GPUs the link joins directly (an NVLink bridge: 2); None: every GPU of the node. A ring over
+    #: more GPUs crosses the GPUs' host link between the joined groups.
+    max_gpus: int | None = None
 
 
 def _build(cls, entry: dict, where: str):
@@ -117,6 +120,9 @@ def _build(cls, entry: dict, where: str):
     kinds = DEVICE_KINDS if cls is DeviceSpec else LINK_KINDS
     if spec.kind not in kinds:
         raise ValueError(f"{where}: kind {spec.kind!r} not in {kinds}")
+    max_gpus = getattr(spec, "max_gpus", None)
+    if max_gpus is not None and not (isinstance(max_gpus, int) and not isinstance(max_gpus, bool) and max_gpus >= 2):
+        raise ValueError(f"{where}: max_gpus {max_gpus!r} must be a whole number of GPUs, 2 or more (or absent: every GPU)")
     return spec
 
 

@@ -344,6 +344,13 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     def masked(values: np.ndarray) -> np.ndarray:
         return np.where(ok, values, np.nan)
 
+    # A link that joins fewer GPUs than the node's ring holds (an NVLink bridge joins two) leaves
+    # the ring's other hops on the GPUs' host link: the ring runs at the slower of the two.
+    host_link = cat.host_link_index[safe_device]
+    host_bw, host_latency = cat.link_bw_bytes_per_s[host_link], cat.link_latency_s[host_link]
+    intra_bw, intra_latency = cat.link_bw_bytes_per_s[safe_intra], cat.link_latency_s[safe_intra]
+    bridged = cat.link_max_gpus[safe_intra] < gpus_per_node_used
+
     framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
     stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
     software_latency = cat.software_launch_latency_s[framework, stack]
@@ -370,8 +377,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         device_release_year=masked(cat.release_year[safe_device]),
         memory_bw_bytes_per_s=masked(cat.memory_bw_bytes_per_s[safe_device]),
         host_link_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[cat.host_link_index[safe_device]]),
-        intra_node_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[safe_intra]),
-        intra_node_latency_s=masked(cat.link_latency_s[safe_intra]),
+        intra_node_bw_bytes_per_s=masked(np.where(bridged, np.minimum(intra_bw, host_bw), intra_bw)),
+        intra_node_latency_s=masked(np.where(bridged, np.maximum(intra_latency, host_latency), intra_latency)),
         network_bw_bytes_per_s=masked(cat.link_bw_bytes_per_s[safe_network]),
         network_latency_s=masked(cat.link_latency_s[safe_network]),
         workers=masked(workers),

@@ -289,3 +289,19 @@ def test_nvlink_nvswitch_is_not_a_link_name(catalog):
 def test_nvswitch_gives_each_gpu_its_full_nvlink_bandwidth(catalog):
     for switch, direct in (("nvswitch-gen3", "nvlink-gen4"), ("nvswitch-gen4", "nvlink-gen5"), ("nvswitch-gen2", "nvlink-gen3")):
         assert catalog.links.get(switch, "l").bw_bytes_per_s == catalog.links.get(direct, "l").bw_bytes_per_s
+
+
+def test_only_the_bridges_join_a_limited_number_of_gpus(catalog):
+    joined = {link.name: link.max_gpus for link in catalog.links if link.max_gpus is not None}
+    assert joined == {"nvlink-bridge-turing": 2, "nvlink-bridge-ampere": 2}
+
+
+@pytest.mark.parametrize("max_gpus", [1, 2.5, "two", True])
+def test_a_link_that_joins_fewer_than_two_gpus_or_a_fraction_is_refused(tmp_path, max_gpus):
+    from features.hardware import HardwareCatalog
+
+    links = json.loads((HARDWARE_DIR / "links.json").read_text())
+    links["links"][0]["max_gpus"] = max_gpus
+    (tmp_path / "links.json").write_text(json.dumps(links))
+    with pytest.raises(ValueError, match="max_gpus"):
+        HardwareCatalog.from_files([tmp_path / "links.json"])

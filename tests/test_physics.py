@@ -432,3 +432,19 @@ def test_restarting_the_simplex_never_raises_the_fitted_loss(monkeypatch):
     monkeypatch.setattr(physics_fit, "RESTARTS", 0)
     single = objective(problem, rows, fit_constants(problem, rows))
     assert restarted <= single + 1e-12
+
+
+def test_a_bridged_ring_over_more_than_two_gpus_runs_at_the_host_link():
+    # An NVLink bridge joins two cards: 2 x Quadro RTX 8000 all-reduce over the bridge (50 GB/s),
+    # 4 of them cross PCIe gen3 (15.75 GB/s) between the bridged pairs.
+    jobs = [
+        {
+            "workload": {"model": "resnet50", "precision": "fp16", "batch_size_per_gpu": 64},
+            "parallelism": {"architecture": "allreduce-local", "workers": 1, "gpus_per_worker": n},
+            "cluster": {"gpu": "Quadro-RTX-8000", "intra_node_link": "nvlink-bridge-turing", "gpus_per_node": 8},
+        }
+        for n in (2, 4)
+    ]
+    resolved = _resolved(jobs)
+    np.testing.assert_allclose(resolved.intra_node_bw_bytes_per_s, [50e9, 15.7538e9])
+    np.testing.assert_allclose(resolved.intra_node_latency_s, [5e-7, 1e-6])
