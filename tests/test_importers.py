@@ -203,7 +203,7 @@ def test_mlperf_mapping_rules(mlperf_csv):
     assert cluster["batch_size_per_gpu"] == 16384 / 512
 
     dell = runs.loc["2xXE8640x4H100-SXM-80GB"]  # 4-GPU HGX board, no NVSwitch named
-    assert (dell["intra_node_link"], dell["network"], dell["nics_per_node"], dell["model"]) == ("nvlink-gen4", "infiniband-ndr", 4, "retinanet")
+    assert (dell["intra_node_link"], dell["network"], dell["nics_per_node"], dell["model"]) == ("nvlink-gen4", "infiniband-ndr", 4, "retinanet-fused-loss")
 
     clemson = runs.loc["16xR750-2xA100-PCIe-80GB"]
     assert (clemson["gpu"], clemson["intra_node_link"], clemson["network"], clemson["nics_per_node"]) == (

@@ -68,7 +68,7 @@ def test_mapping_rules(rounds_csv):
     assert v07["measured_step_time_s"] == pytest.approx(1664 / 11230.315) and v07["batch_size_per_gpu"] == 416
     assert v07["source"] == "mlcommons/training_results_v0.7" and v07["software_stack"] == "tuned"
     ssd = runs.loc["new-ssd"]
-    assert (ssd["gpu"], ssd["model"], ssd["intra_node_link"]) == ("A100-SXM4-80GB", "retinanet", "nvswitch-gen2")  # "(400W)" dropped
+    assert (ssd["gpu"], ssd["model"], ssd["intra_node_link"]) == ("A100-SXM4-80GB", "retinanet-fused-loss", "nvswitch-gen2")  # "(400W)" dropped
     mask = runs.loc["dgxa100_n2"]
     assert (mask["gpu"], mask["architecture"], mask["network"], mask["nics_per_node"], mask["collected_at"]) == (
         "A100-SXM4-80GB", "allreduce-cluster", "infiniband-hdr", 8, "2022-06-29",

@@ -252,7 +252,9 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
 
     cat = workload_catalog()
     variants = {w.name: w.network_of for w in cat.workloads if w.network_of is not None}
-    assert variants == {"bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large"}
+    assert variants == {
+        "bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large", "retinanet-fused-loss": "retinanet",
+    }
     # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one.
     flops = {n: cat.get(n).flops_per_sample for n in ("bert-large", "bert-large-binned", "bert-large-unpadded")}
     assert flops["bert-large"] > flops["bert-large-binned"] > flops["bert-large-unpadded"]
@@ -262,3 +264,14 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
         entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]
         with pytest.raises(ValueError, match="network_of"):
             WorkloadCatalog.from_dict({"workloads": entries})
+
+
+def test_the_fused_focal_loss_moves_less_and_computes_the_same():
+    # apex's focal loss reads the logits once and writes the gradient once; torchvision's unfused
+    # loss runs its element-wise chain over the logits and a dense one-hot target of the same size.
+    cat = workload_catalog()
+    plain, fused = cat.get("retinanet"), cat.get("retinanet-fused-loss")
+    assert fused.flops_per_sample == plain.flops_per_sample and fused.param_count == plain.param_count
+    assert fused.op_classes["matrix_flops_per_sample"] == plain.op_classes["matrix_flops_per_sample"]
+    assert fused.op_classes["memory_bound_bytes_per_sample_fp32"] < 0.5 * plain.op_classes["memory_bound_bytes_per_sample_fp32"]
+    assert fused.op_classes["kernels_forward"] < plain.op_classes["kernels_forward"]

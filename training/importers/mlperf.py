@@ -5,8 +5,10 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
 
 * Benchmarks: resnet -> resnet50, bert -> bert-large-unpadded (every GPU
   submission removes the padding: NVIDIA's code runs ``--unpad`` from v0.7
-  on), ssd -> retinanet (v2.0
-  on; before it, ssd was SSD-ResNet34, which the catalogue lacks), unet3d,
+  on), ssd -> retinanet-fused-loss (v2.0
+  on; before it, ssd was SSD-ResNet34, which the catalogue lacks; every
+  configuration of NVIDIA's implementation passes ``--apex-focal-loss``, the
+  one-kernel focal loss), unet3d,
   dlrm_dcnv2 -> dlrm-dcnv2, rnnt, maskrcnn -> mask-rcnn, gnmt (v0.7),
   stable_diffusion -> stable-diffusion,
   gnn -> rgat. Not mapped, with the reason: dlrm (v0.7-v2.1, the original
@@ -98,7 +100,7 @@ MLPERF_ROUND_DATES = {
 MLPERF_BENCHMARKS = {
     "resnet": "resnet50",
     "bert": "bert-large-unpadded",
-    "ssd": "retinanet",
+    "ssd": "retinanet-fused-loss",
     "unet3d": "unet3d",
     "dlrm_dcnv2": "dlrm-dcnv2",
     "rnnt": "rnnt",
