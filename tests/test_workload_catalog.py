@@ -50,6 +50,7 @@ def test_every_catalogue_name_is_present():
         ("stable_diffusion", "stable-diffusion"),
         ("unet3d", "unet3d"),
         ("retinanet", "retinanet"),
+        ("mlperf-retinanet", "retinanet-fused-loss"),
         ("transformerxlbase", "transformer-xl-base"),
         ("bert_large_squad", "bert-large-squad"),
         ("ResNet-50", "resnet50"),

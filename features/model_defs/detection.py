@@ -307,7 +307,7 @@ RECIPES = [
     ),
     Recipe(
         name="retinanet",
-        aliases=("retinanet-resnext50", "retinanet_resnext50_32x4d_fpn", "mlperf-retinanet"),
+        aliases=("retinanet-resnext50", "retinanet_resnext50_32x4d_fpn"),
         domain="vision",
         description="RetinaNet, ResNeXt-50 32x4d FPN, OpenImages (264 classes), 800x800 (MLPerf single-stage detector)",
         architecture=RETINANET_ARCHITECTURE,
@@ -316,7 +316,7 @@ RECIPES = [
     ),
     Recipe(
         name="retinanet-fused-loss",
-        aliases=("mlperf-retinanet-apex", "retinanet-apex-focal-loss"),
+        aliases=("mlperf-retinanet", "retinanet-apex-focal-loss"),
         domain="vision",
         description="RetinaNet, ResNeXt-50 32x4d FPN, OpenImages (264 classes), 800x800, with the fused focal loss "
         "(apex's one-kernel sigmoid focal loss, as NVIDIA's MLPerf implementation trains it)",
