@@ -52,6 +52,7 @@ class CatalogArrays:
     workload_kernels: np.ndarray  # forward + backward + optimizer (foreach) per step
     workload_backward_kernels: np.ndarray
     workload_matrix_kernels: np.ndarray
+    workload_winograd_share: np.ndarray  # Winograd-eligible FLOPs over matrix FLOPs
     workload_gradients: list  # (elements in backward order, ready fractions) or None
     software_launch_latency_s: np.ndarray  # [framework, software stack]
     software_host_overhead_s: np.ndarray
@@ -106,6 +107,8 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         matrix_ratio = np.where(flops > 0, op_array("matrix_flops_per_sample") / flops, 1.0)
         other_ratio = np.where(flops > 0, op_array("other_flops_per_sample") / flops, 0.0)
         bound_share = np.where(counted_bytes > 0, op_array("memory_bound_bytes_per_sample_fp32") / counted_bytes, 1.0)
+        matrix_flops = op_array("matrix_flops_per_sample")
+        winograd_share = np.where(matrix_flops > 0, op_array("winograd_flops_per_sample") / matrix_flops, 0.0)
     gradients = [
         (o["gradient_elements_backward_order"], o["gradient_ready_fraction"])
         if o.get("gradient_elements_backward_order") else None
@@ -148,6 +151,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_kernels=op_array("kernels_forward") + op_array("kernels_backward") + op_array("kernels_optimizer_foreach"),
         workload_backward_kernels=op_array("kernels_backward"),
         workload_matrix_kernels=op_array("matrix_kernels"),
+        workload_winograd_share=winograd_share,
         workload_gradients=gradients,
         software_launch_latency_s=np.array(
             [[software[(f, s)].kernel_launch_latency_s for s in SOFTWARE_STACKS] for f in FRAMEWORKS], float

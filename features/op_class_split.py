@@ -34,6 +34,8 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -
     split (ratios of its op classes to its totals) is applied to the job's
     totals, so a job that overrides ``flops_per_sample`` scales its classes;
     a custom model gets the documented default split (features/workloads.py).
+    Winograd-eligible FLOPs keep the catalogue model's share of the matrix
+    FLOPs (none for a custom model).
     """
 
     def catalogue_or(values: np.ndarray, default: float) -> np.ndarray:
@@ -58,4 +60,5 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -
         "kernels_per_step": kernels,
         "backward_kernels_per_step": catalogue_or(cat.workload_backward_kernels, DEFAULT_KERNELS_BACKWARD) * kernel_scale,
         "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * kernel_scale,
+        "winograd_flops_per_sample": matrix_flops * catalogue_or(cat.workload_winograd_share, 0.0),
     }

@@ -24,6 +24,10 @@ put in one of two classes:
   multiplies, convolutions and their backward, fused attention), eligible for
   tensor cores at reduced precision. Their FLOPs (a multiply-add counts 2)
   and their operand bytes are counted.
+  Of those, the FLOPs of 2-D convolutions with a 3x3 kernel, stride 1,
+  dilation 1 and one group (forward and both backward convolutions) are
+  counted apart as **Winograd-eligible**: cuDNN's Winograd algorithms
+  compute exactly those with fewer multiplies (see :mod:`features.physics`).
 * **memory-bound** operators: every other operator that moves data
   (element-wise, normalisation, softmax, embedding look-ups, reductions,
   copies, the optimizer update). Their FLOPs are taken as one per output
@@ -92,6 +96,7 @@ class PhaseCount:
     memory_bound_bytes: float = 0.0
     kernels: int = 0
     matrix_kernels: int = 0
+    winograd_flops: float = 0.0
 
 
 @dataclass
@@ -118,13 +123,39 @@ class OpClassMode(TorchDispatchMode):
         count = self.counts[self.phase]
         count.kernels += 1
         if packet in _FLOP_FORMULAS:
-            count.matrix_flops += _FLOP_FORMULAS[packet](*args, **kwargs, out_val=out)
+            flops = _FLOP_FORMULAS[packet](*args, **kwargs, out_val=out)
+            count.matrix_flops += flops
+            if winograd_eligible(packet, args):
+                count.winograd_flops += flops
             count.matrix_bytes += n_bytes
             count.matrix_kernels += 1
         else:
             count.other_flops += sum(t.numel() for t in outputs)
             count.memory_bound_bytes += n_bytes
         return out
+
+
+def winograd_eligible(packet, args) -> bool:
+    """A 2-D convolution (or its backward) with a 3x3 kernel, stride 1, dilation 1, one group, not transposed.
+
+    The shapes cuDNN's Winograd algorithms (``CUDNN_CONVOLUTION_*_ALGO_WINOGRAD*``)
+    compute; the backward's data and weight gradients are convolutions of
+    the same shape.
+    """
+    if packet is aten.convolution:
+        weight, stride, dilation, transposed, groups = args[1], args[3], args[5], args[6], args[8]
+    elif packet is aten.convolution_backward:
+        weight, stride, dilation, transposed, groups = args[2], args[4], args[6], args[7], args[9]
+    else:
+        return False
+    return (
+        weight.dim() == 4
+        and tuple(weight.shape[2:]) == (3, 3)
+        and all(v == 1 for v in stride)
+        and all(v == 1 for v in dilation)
+        and not transposed
+        and groups == 1
+    )
 
 
 @dataclass(frozen=True)
@@ -232,6 +263,7 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
         "kernels_forward": large.counts["forward"].kernels,
         "kernels_backward": large.counts["backward"].kernels,
         "matrix_kernels": large.counts["forward"].matrix_kernels + large.counts["backward"].matrix_kernels,
+        "winograd_flops_per_sample": _round(per_sample("winograd_flops")),
         "kernels_optimizer_per_tensor": large.counts["optimizer"].kernels,
         "kernels_optimizer_foreach": large.optimizer_foreach.kernels,
         "gradient_elements_backward_order": list(large.gradient_elements),

@@ -12,6 +12,13 @@ One training step of one GPU:
     kernel there reaches ``min(eta_matrix * 2 * peak, peak)``, the same
     fraction of the hardware that a full-rate part reaches, up to the cap
     (a GeForce part is as fast as a full-rate one until the cap binds).
+    On the FP32 path (no tensor cores), the Winograd-eligible share of the
+    matrix FLOPs (3x3 stride-1 convolutions, counted apart) runs a fitted
+    ``winograd_speedup`` faster: cuDNN's Winograd algorithms, which the
+    frameworks' autotuners pick for those shapes at FP32, compute them with
+    2.25x (F(2x2,3x3)) to 4x (F(4x4,3x3)) fewer multiplies (Lavin & Gray
+    2016, arXiv:1509.09308), less their transforms' cost. On tensor cores
+    the implicit-GEMM kernels are faster and no credit is given.
     The sum over operators of each one's own roofline lies between the
     larger of the class's two terms and their sum (operators differ in
     intensity); measured runs favour the sum (Lambda leave-one-GPU-type-out 19.8%
@@ -222,6 +229,8 @@ class DeviceInputs:
     #: Tensor cores' hardware rate over ``peak_flops_per_s`` (2 on GeForce parts, whose FP32-accumulate
     #: tensor rate is half the hardware's; 1 elsewhere; None: 1).
     tensor_hardware_scale: np.ndarray | None = None
+    #: Matrix FLOPs of 3x3 stride-1 convolutions, which Winograd algorithms compute on the FP32 path (None: 0).
+    winograd_flops: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -268,8 +277,12 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         bound_bytes = bound_bytes + np.where(gpu, k.mixed_precision_fp32_share, 0.0) * d.memory_bound_fp32_extra_bytes
     # A zero rate (a job's own tiny figures) gives an infinite time, which the prediction refuses
     # with the field's name (predictor.api): no warning on the way.
+    matrix_flops = d.matrix_flops
+    if d.winograd_flops is not None:
+        winograd = np.where(gpu & ~np.asarray(d.uses_tensor_cores, bool), d.winograd_flops, 0.0)
+        matrix_flops = matrix_flops - winograd * (1.0 - 1.0 / k.winograd_speedup)
     with np.errstate(divide="ignore"):
-        matrix_s = d.matrix_flops / (eta_matrix * d.peak_flops_per_s) + d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+        matrix_s = matrix_flops / (eta_matrix * d.peak_flops_per_s) + d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
         memory_bound_s = np.maximum(
             d.other_flops / d.fp32_peak_flops_per_s, fused * bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
         )

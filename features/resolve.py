@@ -66,6 +66,7 @@ class ResolvedJobs:
     kernels_per_step: np.ndarray | None = None
     backward_kernels_per_step: np.ndarray | None = None
     matrix_kernels_per_step: np.ndarray | None = None
+    winograd_flops_per_sample: np.ndarray | None = None
     sm_count: np.ndarray | None = None
     tensor_hardware_scale: np.ndarray | None = None
     device_is_gpu: np.ndarray | None = None
@@ -135,6 +136,7 @@ class ResolvedJobs:
             kernels=self.kernels_per_step,
             backward_kernels=self.backward_kernels_per_step,
             matrix_kernels=self.matrix_kernels_per_step,
+            winograd_flops=None if self.winograd_flops_per_sample is None else self.winograd_flops_per_sample * b,
             peak_flops_per_s=self.peak_flops_per_s,
             fp32_peak_flops_per_s=self.fp32_peak_flops_per_s,
             memory_bw_bytes_per_s=self.memory_bw_bytes_per_s,

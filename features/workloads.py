@@ -40,6 +40,7 @@ OP_CLASS_FIELDS = (
     "matrix_kernels",
     "kernels_optimizer_per_tensor",
     "kernels_optimizer_foreach",
+    "winograd_flops_per_sample",
 )
 
 #: The default split, for a workload that was not counted operator by operator
@@ -50,7 +51,9 @@ OP_CLASS_FIELDS = (
 #: ``flops_per_sample`` is taken as matrix FLOPs; other FLOPs are one per
 #: ``DEFAULT_BYTES_PER_OTHER_FLOP`` bytes of memory-bound traffic; a share
 #: ``DEFAULT_MEMORY_BOUND_BYTE_SHARE`` of the DRAM traffic is memory-bound
-#: operators'; and a step launches the median kernel counts.
+#: operators'; a step launches the median kernel counts; and no matrix FLOPs
+#: are taken as Winograd-eligible (no credit for what the definition does not
+#: show).
 DEFAULT_MEMORY_BOUND_BYTE_SHARE = 0.73
 DEFAULT_BYTES_PER_OTHER_FLOP = 10.3
 DEFAULT_KERNELS_FORWARD = 333
@@ -72,6 +75,7 @@ def default_op_classes(flops_per_sample: float, memory_bytes_per_sample_fp32: fl
         "matrix_kernels": DEFAULT_MATRIX_KERNELS,
         "kernels_optimizer_per_tensor": None,
         "kernels_optimizer_foreach": DEFAULT_KERNELS_OPTIMIZER_FOREACH,
+        "winograd_flops_per_sample": 0.0,
     }
 
 

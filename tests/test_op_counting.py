@@ -54,6 +54,25 @@ def test_memory_bound_bytes_count_each_operand_once():
     assert forward.matrix_flops == 0 and forward.kernels == 2
 
 
+def test_only_3x3_stride_1_convolutions_count_as_winograd_eligible():
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1, bias=False),  # eligible
+        nn.Conv2d(4, 4, 3, stride=2, padding=1, bias=False),  # strided
+        nn.Conv2d(4, 4, 1, bias=False),  # 1x1
+        nn.Conv2d(4, 4, 3, padding=2, dilation=2, bias=False),  # dilated
+        nn.Conv2d(4, 4, 3, padding=1, groups=2, bias=False),  # grouped
+    )
+    x = torch.randn(1, 2, 8, 8)
+    probe = Probe(model, lambda b: x[:b], lambda m, batch: m(batch).sum())
+    step = count_step_ops(probe, 1)
+    # The first convolution: 2 x (2 x 4 x 9) x (8 x 8) = 9216 FLOPs forward; its input needs no
+    # gradient, so backward computes only its weight gradient, another 9216.
+    assert step.counts["forward"].winograd_flops == 9216
+    assert step.counts["backward"].winograd_flops == 9216
+    assert step.counts["forward"].matrix_flops > 9216
+
+
 def test_plain_resnet50_counts_the_catalogue_flops():
     from features.model_defs.plain import PLAIN_BUILDERS
 

@@ -102,6 +102,38 @@ def test_fp32_uses_its_own_fraction_and_memory_roof_can_bind_matrix_ops():
     assert t.matrix_s[0] == pytest.approx(0.12)  # mostly bytes: 0.02 + 5e10 / 5e11
 
 
+def test_winograd_eligible_convolutions_run_faster_on_the_fp32_path_only():
+    k = dataclasses.replace(UNIT, winograd_speedup=2.0)
+    fp32 = dict(uses_tensor_cores=False, peak_flops_per_s=10e12, winograd_flops=4e11)
+    # 1e12 matrix FLOPs of which 4e11 run twice as fast: (6e11 + 2e11) / (0.8 x 10e12) + 1e9 / 5e11 = 0.1 + 0.002
+    assert physics.device_times(_device(**fp32), k).matrix_s[0] == pytest.approx(0.102)
+    # No credit on tensor cores, on the CPU host (its measured rate is the rate), or at a speed-up of 1.
+    assert physics.device_times(_device(winograd_flops=4e11), k).matrix_s[0] == pytest.approx(0.022)
+    cpu = physics.device_times(_device(**{**fp32, "is_gpu": False}), k).matrix_s[0]
+    assert cpu == pytest.approx(1e12 / 10e12 + 1e9 / 1e12)
+    assert physics.device_times(_device(**fp32), UNIT).matrix_s[0] == pytest.approx(0.127)
+
+
+def test_a_job_keeps_its_models_winograd_share_and_a_custom_model_gets_none():
+    jobs = [
+        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 32}, "cluster": {"gpu": "V100-SXM2-16GB"}},
+        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 32, "flops_per_sample": 2e10},
+         "cluster": {"gpu": "V100-SXM2-16GB"}},
+        {"workload": {"model": "bert-large", "precision": "fp32", "batch_size_per_gpu": 8}, "cluster": {"gpu": "V100-SXM2-16GB"}},
+        {"workload": {"flops_per_sample": 1e10, "param_count": 1e7, "memory_bytes_per_sample": 1e8, "input_bytes_per_sample": 1e5,
+                      "precision": "fp32", "batch_size_per_gpu": 32}, "cluster": {"gpu": "V100-SXM2-16GB"}},
+    ]
+    r = _resolved(jobs)
+    counted = workload_catalog().get("resnet50").op_classes
+    share = counted["winograd_flops_per_sample"] / counted["matrix_flops_per_sample"]
+    assert 0.3 < share < 0.45  # ResNet-50's 3x3 stride-1 convolutions
+    assert r.winograd_flops_per_sample[0] == pytest.approx(share * r.matrix_flops_per_sample[0])
+    assert r.winograd_flops_per_sample[1] == pytest.approx(share * r.matrix_flops_per_sample[1])
+    assert r.winograd_flops_per_sample[1] < r.winograd_flops_per_sample[0]
+    assert r.winograd_flops_per_sample[2] == 0.0 and r.winograd_flops_per_sample[3] == 0.0
+    np.testing.assert_allclose(r.device_inputs().winograd_flops, r.winograd_flops_per_sample * 32 * np.array([1, 1, 0.25, 1]))
+
+
 def test_operator_size_curve_halves_at_its_constant():
     # 1e12 FLOPs over 100 matrix kernels over 100 SMs = 1e8 FLOPs per kernel per SM
     k = dataclasses.replace(UNIT, half_efficiency_flops_per_sm=1e8)
@@ -402,11 +434,14 @@ def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_th
     tuned["workload"].update(precision="fp16", software_stack="tuned")
     resolved = _resolved(jobs + [tuned])
     stock = np.array([True, True, True, False])
-    assert unseen_constants(resolved, stock) == {"tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share"}
-    assert unseen_constants(resolved, np.ones(4, bool)) == set()
+    # BERT has no convolution: the Winograd speed-up is never seen.
+    assert unseen_constants(resolved, stock) == {
+        "tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share", "winograd_speedup"
+    }
+    assert unseen_constants(resolved, np.ones(4, bool)) == {"winograd_speedup"}
     problem = PhysicsProblem(resolved, 2.0 * PhysicsProblem(resolved, np.ones(4)).step_time_s(INITIAL))
     fitted = fit_constants(problem, stock)
-    for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share"):
+    for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share", "winograd_speedup"):
         assert getattr(fitted, name) == pytest.approx(getattr(INITIAL, name), rel=1e-12), name
     assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)
 

@@ -34,6 +34,7 @@ INITIAL = PhysicsConstants(
     tuned_efficiency_gain=1.5,
     tuned_memory_bound_fraction=0.5,
     mixed_precision_fp32_share=0.3,
+    winograd_speedup=1.5,
 )
 
 _FRACTIONS = (
@@ -53,6 +54,8 @@ BOUNDS = {
     "tuned_efficiency_gain": (1.0, 4.0),
     "tuned_memory_bound_fraction": (0.05, 1.0),
     "mixed_precision_fp32_share": (0.001, 1.0),
+    # No credit up to F(4x4,3x3)'s 4x fewer multiplies.
+    "winograd_speedup": (1.0, 4.0),
 }
 
 #: Constants that scale a catalogue figure (kernel-launch latency, per-step host overhead) rather than
@@ -141,8 +144,9 @@ def fit_constants(
 def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     """Constants no run of ``rows`` depends on: they keep their starting value instead of drifting.
 
-    The tuned-stack constants act only on vendor-tuned runs and the FP32 share only on
-    mixed-precision GPU runs; without such a run the fit cannot see them, and the simplex
+    The tuned-stack constants act only on vendor-tuned runs, the FP32 share only on
+    mixed-precision GPU runs and the Winograd speed-up only on convolutions on the FP32 path
+    of a GPU; without such a run the fit cannot see them, and the simplex
     would leave them wherever its flat steps went.
     """
     gpu = np.asarray(resolved.device_is_gpu, bool) & rows
@@ -151,6 +155,10 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
         unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
     if not ((resolved.bytes_per_element < 4) & gpu).any():
         unseen.add("mixed_precision_fp32_share")
+    winograd = resolved.winograd_flops_per_sample
+    fp32_path = ~np.asarray(resolved.device_inputs().uses_tensor_cores, bool)
+    if winograd is None or not ((np.nan_to_num(winograd) > 0) & fp32_path & gpu).any():
+        unseen.add("winograd_speedup")
     return unseen
 
 
