@@ -14,7 +14,7 @@ from typing import Any
 ARCHITECTURES = ("single", "allreduce-local", "allreduce-cluster", "ps-worker")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
-SOFTWARE_STACKS = ("stock", "tuned")
+SOFTWARE_STACKS = ("stock", "tuned", "compiled")
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ACTIVATION_RECOMPUTE = ("none", "selective", "full")
 SHARDING = ("none", "optimizer", "gradients", "full")
@@ -66,7 +66,9 @@ FIELDS: tuple[Field, ...] = (
           default="fp32", allowed=PRECISIONS),
     Field("workload", "framework", "str", "Training framework.", default="pytorch", allowed=FRAMEWORKS),
     Field("workload", "software_stack", "str",
-          "stock: released framework builds (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, as in MLPerf submissions.",
+          "stock: released framework builds run eagerly (the Lambda benchmark); tuned: vendor-tuned kernels and fusions, "
+          "as in MLPerf submissions; compiled: a released build under a graph compiler that fuses element-wise operators "
+          "(TensorFlow's XLA, torch.compile).",
           default="stock", allowed=SOFTWARE_STACKS),
     # Upper bounds on explicit figures are physical sanity limits (a trillion-parameter model over a
     # million-token sample is about 1e19 FLOPs), so every product of them stays finite.

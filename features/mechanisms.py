@@ -139,6 +139,7 @@ PHYSICS_CONSTANTS = {
     "tuned_efficiency_gain": "multiplier on the attainable fractions for a vendor-tuned stack (hand-tuned kernels; capped at 1)",
     "tuned_memory_bound_fraction": "share of the memory-bound operators' traffic a vendor-tuned stack's kernel fusion leaves",
     "mixed_precision_fp32_share": "share of the memory-bound operators' traffic that stays at FP32 under mixed precision (autocast runs softmax, normalisation, losses and reductions in FP32), moving 4 bytes per element where the training precision moves 2",
+    "compiled_memory_bound_fraction": "share of the memory-bound operators' traffic a graph compiler's fusion of element-wise operators leaves (software_stack compiled: XLA, torch.compile)",
     "winograd_speedup": "how many times faster 3x3 stride-1 convolutions run on the FP32 path than their direct FLOPs at the attainable FP32 rate (cuDNN's Winograd algorithms: 2.25x to 4x fewer multiplies, less their transforms)",
 }
 
@@ -155,6 +156,7 @@ class PhysicsConstants:
     tuned_memory_bound_fraction: float = 1.0
     mixed_precision_fp32_share: float = 0.0
     winograd_speedup: float = 1.0
+    compiled_memory_bound_fraction: float = 1.0
 
     def to_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in PHYSICS_CONSTANTS}

@@ -43,7 +43,11 @@ One training step of one GPU:
   A vendor-tuned stack (``software_stack="tuned"``) reaches a fitted
   multiple of the attainable fractions (capped at 1) and, by fusing
   element-wise operators into their neighbours, moves a fitted share of the
-  memory-bound traffic.
+  memory-bound traffic. A graph compiler (``software_stack="compiled"``:
+  XLA, torch.compile) fuses chains of element-wise operators into one
+  kernel that reads its inputs and writes its outputs once, so it too moves
+  a fitted share of the memory-bound traffic (a constant of its own), with
+  the stock stack's kernels and rates.
 
 * **Communication** of all-reduce jobs is split into DDP-style buckets
   (25 MB by default) in the order backward produces the gradients; a bucket
@@ -223,6 +227,7 @@ class DeviceInputs:
     kernel_launch_latency_s: np.ndarray
     host_overhead_s: np.ndarray
     is_tuned: np.ndarray | None = None  # bool; a vendor-tuned software stack
+    is_compiled: np.ndarray | None = None  # bool; a graph compiler fusing element-wise operators
     #: Bytes the memory-bound operators (the optimizer's traffic aside) would move more at FP32 than at the
     #: training precision: zero at FP32 and TF32.
     memory_bound_fp32_extra_bytes: np.ndarray | None = None
@@ -272,6 +277,8 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     eta_matrix = np.where(gpu, eta_matrix, 1.0)
     eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
     fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)
+    if d.is_compiled is not None:
+        fused = np.where(gpu & d.is_compiled, k.compiled_memory_bound_fraction, fused)
     bound_bytes = d.memory_bound_bytes
     if d.memory_bound_fp32_extra_bytes is not None:
         bound_bytes = bound_bytes + np.where(gpu, k.mixed_precision_fp32_share, 0.0) * d.memory_bound_fp32_extra_bytes

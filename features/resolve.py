@@ -78,6 +78,10 @@ class ResolvedJobs:
     network_tree_efficiency: np.ndarray | None = None
     network_call_latency_s: np.ndarray | None = None
     is_tuned: np.ndarray | None = None
+    #: A graph compiler fuses element-wise operators (software_stack "compiled").
+    is_compiled: np.ndarray | None = None
+    #: Index into features.fields.SOFTWARE_STACKS; -1 on failed rows.
+    software_stack_index: np.ndarray | None = None
     #: Matrix operators run on tensor cores: the catalogue's peak at the training precision is above
     #: its FP32 peak. Fixed at resolution, so a what-if on a peak changes the rate, never the class.
     uses_tensor_cores: np.ndarray | None = None
@@ -149,6 +153,7 @@ class ResolvedJobs:
             kernel_launch_latency_s=self.kernel_launch_latency_s,
             host_overhead_s=self.host_overhead_s,
             is_tuned=self.is_tuned,
+            is_compiled=self.is_compiled,
         )
 
     def collective_inputs(self) -> physics.CollectiveInputs:
@@ -402,6 +407,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         network_tree_efficiency=masked(cat.link_tree_efficiency[safe_network]),
         network_call_latency_s=masked(cat.link_call_latency_s[safe_network]),
         is_tuned=np.where(ok, stack == SOFTWARE_STACKS.index("tuned"), False),
+        is_compiled=np.where(ok, stack == SOFTWARE_STACKS.index("compiled"), False),
+        software_stack_index=np.where(ok, stack, -1),
         uses_tensor_cores=np.where(ok, precision_peak > fp32_peak, False),
         catalogs=cat,
     )

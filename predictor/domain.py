@@ -75,8 +75,8 @@ def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray
     # A one-host job's default tier is one it never crosses.
     network = np.where(one_host, len(links) - 1, resolved.network_link_index)
     facts["network"] = indexed(network, links)
-    tuned = resolved.is_tuned if resolved.is_tuned is not None else np.full(len(ok), -1)
-    facts["software stack"] = indexed(np.asarray(tuned, np.int64), list(SOFTWARE_STACKS) + [None])
+    stack = resolved.software_stack_index if resolved.software_stack_index is not None else np.full(len(ok), -1)
+    facts["software stack"] = indexed(np.asarray(stack, np.int64), list(SOFTWARE_STACKS) + [None])
     columns = resolved.table.columns
     if "framework" in columns:
         codes, names = resolved.table.codes("framework")

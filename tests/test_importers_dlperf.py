@@ -60,6 +60,7 @@ def test_mapping_rules(dlperf_csv):
     assert oneflow["measured_step_time_s"] == pytest.approx(32 * 96 / 9600.0)
     tf = runs.loc["TensorFlow 2.x; XLA"]
     assert (tf["architecture"], tf["framework"], tf["network"]) == ("allreduce-local", "tensorflow", None)
+    assert tf["software_stack"] == "compiled" and mxnet["software_stack"] == "stock"
     assert tf["measured_step_time_s"] == pytest.approx(8 * 128 / 2560.0)
 
 

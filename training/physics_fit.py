@@ -35,11 +35,12 @@ INITIAL = PhysicsConstants(
     tuned_memory_bound_fraction=0.5,
     mixed_precision_fp32_share=0.3,
     winograd_speedup=1.5,
+    compiled_memory_bound_fraction=0.5,
 )
 
 _FRACTIONS = (
     "matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency", "tuned_memory_bound_fraction",
-    "mixed_precision_fp32_share",
+    "mixed_precision_fp32_share", "compiled_memory_bound_fraction",
 )
 
 #: Physical ranges the fit stays in (a constant the training runs say nothing about stays at a bound,
@@ -56,6 +57,7 @@ BOUNDS = {
     "mixed_precision_fp32_share": (0.001, 1.0),
     # No credit up to F(4x4,3x3)'s 4x fewer multiplies.
     "winograd_speedup": (1.0, 4.0),
+    "compiled_memory_bound_fraction": (0.05, 1.0),
 }
 
 #: Constants that scale a catalogue figure (kernel-launch latency, per-step host overhead) rather than
@@ -144,7 +146,8 @@ def fit_constants(
 def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     """Constants no run of ``rows`` depends on: they keep their starting value instead of drifting.
 
-    The tuned-stack constants act only on vendor-tuned runs, the FP32 share only on
+    The tuned-stack constants act only on vendor-tuned runs, the compiled stack's fusion only on
+    graph-compiled runs, the FP32 share only on
     mixed-precision GPU runs and the Winograd speed-up only on convolutions on the FP32 path
     of a GPU; without such a run the fit cannot see them, and the simplex
     would leave them wherever its flat steps went.
@@ -155,6 +158,8 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
         unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
     if not ((resolved.bytes_per_element < 4) & gpu).any():
         unseen.add("mixed_precision_fp32_share")
+    if resolved.is_compiled is None or not (np.asarray(resolved.is_compiled, bool) & gpu).any():
+        unseen.add("compiled_memory_bound_fraction")
     winograd = resolved.winograd_flops_per_sample
     fp32_path = ~np.asarray(resolved.device_inputs().uses_tensor_cores, bool)
     if winograd is None or not ((np.nan_to_num(winograd) > 0) & fp32_path & gpu).any():

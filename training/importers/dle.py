@@ -45,7 +45,7 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
 * framework: PyTorch (and DGLPyTorch) -> pytorch, TensorFlow 1/2 ->
   tensorflow, MxNet -> mxnet, PaddlePaddle -> paddle; software_stack stock
   (the public DeepLearningExamples code in NGC containers, the code Lambda's
-  benchmark runs too); ``software`` holds the framework directory, the
+  benchmark runs too), compiled where the table says XLA; ``software`` holds the framework directory, the
   container and the XLA flag. ``collected_at``: empty for the snapshot (the
   README gives no measurement date), the date the value first appeared for
   the history.
@@ -207,7 +207,7 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
         "batch_size_per_gpu": batch,
         "precision": precision,
         "framework": framework,
-        "software_stack": np.full(n, "stock", object),
+        "software_stack": np.where(xla, "compiled", "stock").astype(object),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),
         "gpus_per_worker": per_node,

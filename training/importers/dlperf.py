@@ -12,7 +12,7 @@ whole cluster; 1 to 32 GPUs.
   PaddlePaddle -> paddle, OneFlow and MindSpore -> other (the name stays in
   ``software``, with "W/O clip", DALI and XLA where the table says so).
   software_stack stock (released framework builds and the public
-  DeepLearningExamples code).
+  DeepLearningExamples code), compiled where the table says XLA.
 * Precision: fp32 (V100 has no TF32), amp -> fp16; a row without one is
   excluded.
 * Rows: the authors' reported values (medians) are mapped; their individual
@@ -92,14 +92,15 @@ def import_dlperf(path: str | Path, *, hardware: HardwareCatalog | None = None, 
 
     multi_node = nodes > 1
     software = src["framework"].fillna("").astype(str)
-    software = software.where(~src["xla"].fillna("").str.lower().eq("yes"), software + "; XLA")
+    xla = src["xla"].fillna("").str.lower().eq("yes").to_numpy()
+    software = software.where(~xla, software + "; XLA")
     runs = {
         "name": source_id,
         "model": model,
         "batch_size_per_gpu": batch,
         "precision": precision,
         "framework": framework,
-        "software_stack": np.full(n, "stock", object),
+        "software_stack": np.where(xla, "compiled", "stock").astype(object),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),
         "gpus_per_worker": per_node,
