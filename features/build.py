@@ -188,7 +188,6 @@ MONOTONE_SIGNS: dict[str, int] = {
     "log_memory_bound_s": 1,
     "log_launch_s": 1,
     "log_host_s": 1,
-    "log_exposed_comm_s": 1,
     "log_memory_bw_bytes_per_s": -1,
     "log_intra_node_bw_bytes_per_s": -1,
     "log_network_bw_bytes_per_s": -1,
@@ -210,7 +209,13 @@ def range_columns(resolved: ResolvedJobs, frame: FeatureFrame) -> dict[str, np.n
 
 
 def roofline_columns(b: BreakdownArrays) -> dict[str, np.ndarray]:
-    """The roofline physics by mechanism (log-seconds): every term falls, or stays, under any upgrade."""
+    """The roofline physics by mechanism (log-seconds): every term falls, or stays, under any upgrade.
+
+    The exposed communication is no feature: more peak FLOP/s shortens the
+    backward pass that hides the all-reduce, so it rises under a compute
+    upgrade (the step still falls), and a residual monotone in it could
+    predict a faster GPU slower.
+    """
     p = b.physics
     return {
         "log_roofline_s": _log_s(p.step_time_s),
@@ -218,7 +223,6 @@ def roofline_columns(b: BreakdownArrays) -> dict[str, np.ndarray]:
         "log_memory_bound_s": _log_s(p.device.memory_bound_s),
         "log_launch_s": _log_s(p.device.launch_s),
         "log_host_s": _log_s(p.device.host_s),
-        "log_exposed_comm_s": _log_s(p.exposed_comm_s),
     }
 
 
@@ -280,7 +284,6 @@ _FAMILY_OF = {
     "log_memory_bound_s": "memory",
     "log_launch_s": "framework and other",
     "log_host_s": "framework and other",
-    "log_exposed_comm_s": "network communication",
     "log_arithmetic_intensity_flops_per_byte": "compute",
     "bytes_per_element": "compute",
     "log_traffic_bytes_per_step": "memory",

@@ -98,6 +98,36 @@ def test_an_upgrade_is_never_predicted_slower(shipped, upgrade, rows, factor):
     assert np.all(after <= before), (upgrade, factor, np.exp(before - after).min())
 
 
+@pytest.mark.parametrize("upgrade", list(UPGRADES))
+@given(rows=st.lists(job_rows, min_size=1, max_size=12), factor=st.sampled_from([1.1, 2.0, 16.0]))
+def test_every_constrained_feature_moves_the_way_its_sign_says(upgrade, rows, factor):
+    """What invariants 1-4 rest on: under each upgrade every feature with a monotone sign moves the faster
+    way or stays (a feature that rose under an upgrade while constrained +1 could make it slower)."""
+    from features.build import MONOTONE_SIGNS, physical_features
+
+    resolved = _resolved(rows)
+    upgraded = _upgraded(resolved, factor, *UPGRADES[upgrade])
+    before = physical_features(resolved, resolved.breakdown())
+    after = physical_features(upgraded, upgraded.breakdown())
+    ok = resolved.ok
+    for name, sign in MONOTONE_SIGNS.items():
+        if name in before.names:
+            a, b = before.column(name)[ok], after.column(name)[ok]
+            assert np.all(sign * (b - a) <= 1e-12), (upgrade, name)
+
+
+def test_a_faster_gpu_whose_backward_hides_less_all_reduce_is_still_faster(shipped):
+    """A 64-GPU job at batch 1: more peak shortens the backward pass and exposes more of the all-reduce
+    (the physics' step still falls); the learned step must fall too."""
+    row = {"model": "ssd300-resnet50", "gpu": "V100-PCIE-16GB", "architecture": "allreduce-cluster", "workers": 8,
+           "gpus_per_worker": 8, "network": "infiniband-edr", "precision": "fp32", "software_stack": "tuned",
+           "batch_size_per_gpu": 1}
+    resolved = _resolved([row])
+    steps = [_learned_log_step(shipped, _upgraded(resolved, f, *UPGRADES["peak FLOP/s (every precision)"]))[0]
+             for f in (1.0, 1.1, 1.5, 2.0, 4.0)]
+    assert steps == sorted(steps, reverse=True)
+
+
 @given(rows=st.lists(job_rows, min_size=1, max_size=12))
 def test_a_ladder_of_network_upgrades_is_never_slower(shipped, rows):
     """Invariant 1 on the catalogue's own NICs: each faster tier (no slower latency) is never predicted slower."""

@@ -233,7 +233,8 @@ def test_no_feature_names_a_model_or_a_gpu():
     names = physical_features(resolved, resolved.breakdown()).names
     for identity in ("log_flops_per_sample", "log_param_count", "log_peak_flops_per_s", "device_release_year"):
         assert identity not in names
-    assert {"log_roofline_s", "log_matrix_s", "log_launch_s", "log_exposed_comm_s"} <= set(names)
+    assert {"log_roofline_s", "log_matrix_s", "log_launch_s"} <= set(names)
+    assert "log_exposed_comm_s" not in names  # rises when more peak shortens the backward pass
 
 
 def test_two_notes_of_a_job_are_joined_and_a_single_note_kept():
