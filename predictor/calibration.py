@@ -179,22 +179,30 @@ def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.
 
     A change of architecture counts as one kind whatever else moves with it
     (PS/Worker to AllReduce over NVLink changes the link and the node count too).
-    ``base`` and ``target`` hold flat job columns plus ``total_gpus``.
+    ``base`` and ``target`` hold flat job columns plus ``total_gpus``. Only a
+    what-if that changes no column is the identity; one that changes columns
+    outside the measured kinds alone (the software stack, the framework) is
+    ``mixed``, calibrated on the pooled pairs. Such columns moving with one
+    kind leave it that kind (more GPUs change ``workers`` too).
     """
     n = len(base["architecture"])
-    changed = {}
-    for kind in PAIR_KINDS:
-        column = "total_gpus" if kind == "gpus" else kind
+
+    def differs(column: str) -> np.ndarray:
         a, b = np.asarray(base[column]), np.asarray(target[column])
         if a is b:  # a column the what-if left alone (job tables share unchanged columns)
-            changed[kind] = np.zeros(n, bool)
-        elif a.dtype.kind == "f":
-            changed[kind] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
-        else:
-            changed[kind] = np.asarray(a != b, bool)  # text or None, compared as objects
+            return np.zeros(n, bool)
+        if a.dtype.kind == "f" and b.dtype.kind == "f":
+            return ~((a == b) | (np.isnan(a) & np.isnan(b)))
+        return np.asarray(a != b, bool)  # text or None, compared as objects
+
+    changed = {kind: differs("total_gpus" if kind == "gpus" else kind) for kind in PAIR_KINDS}
+    kind_columns = {"total_gpus" if kind == "gpus" else kind for kind in PAIR_KINDS}
+    other = np.zeros(n, bool)
+    for column in base.keys() & target.keys() - kind_columns:
+        other |= differs(column)
     count = sum(changed[k].astype(int) for k in PAIR_KINDS if k != "architecture")
     out = np.full(n, MIXED, object)
-    out[count == 0] = IDENTITY
+    out[(count == 0) & ~other] = IDENTITY
     for kind in PAIR_KINDS[1:]:
         out[(count == 1) & changed[kind]] = kind
     out[changed["architecture"]] = "architecture"

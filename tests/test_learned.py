@@ -197,6 +197,34 @@ def test_predictor_uses_the_model_and_flags_unseen_gpus(trained):
     assert any("not in the training data" in w for w in elsewhere.warnings)
 
 
+def test_a_what_if_outside_the_measured_kinds_is_no_identity():
+    from predictor.calibration import IDENTITY, MIXED, pair_kind
+
+    base = {"architecture": np.array(["single"] * 3, object), "network": np.array(["ethernet-25g"] * 3, object),
+            "total_gpus": np.ones(3), "software_stack": np.array(["stock"] * 3, object)}
+    base.update({k: np.array(["x"] * 3, object) for k in ("intra_node_link", "gpu", "precision")})
+    base["batch_size_per_gpu"] = np.full(3, 32.0)
+    target = dict(base)
+    target["software_stack"] = np.array(["stock", "compiled", "compiled"], object)
+    target["network"] = np.array(["ethernet-25g", "ethernet-25g", "ethernet-100g"], object)
+    # Columns outside the kinds that move with one kind leave it that kind (more GPUs change `workers`).
+    assert list(pair_kind(base, target)) == [IDENTITY, MIXED, "network"]
+    target["software_stack"] = base["software_stack"]
+    assert list(pair_kind(base, target)) == [IDENTITY, IDENTITY, "network"]
+
+
+def test_a_software_stack_what_if_gets_an_interval_around_its_speedup():
+    from predictor import Predictor
+
+    job = {"workload": {"model": "resnet50", "precision": "fp16", "framework": "tensorflow", "batch_size_per_gpu": 256},
+           "cluster": {"gpu": "V100-SXM2-16GB"}}
+    compiled = Predictor().speedup(job, ["software_stack=compiled"])
+    # Fusion moves a share of ResNet-50's memory-bound traffic: faster, and the interval holds the point.
+    assert compiled.speedup > 1.0
+    assert compiled.speedup_lower < compiled.speedup < compiled.speedup_upper
+    assert 0.5 < compiled.p_speedup_gt_1 <= 1.0
+
+
 def test_missing_default_model_falls_back_with_a_warning(monkeypatch, tmp_path, ps_job):
     """Without a shipped model (an install without models/) the analytical model answers, with a warning."""
     from predictor import Predictor
