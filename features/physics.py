@@ -27,7 +27,9 @@ One training step of one GPU:
     matrix FLOPs of one matrix kernel per SM: an operator too small to
     fill the GPU's SMs reaches less of the peak;
   - memory-bound operators (element-wise, normalisation, softmax,
-    embeddings, and the optimizer's weight, gradient and state traffic):
+    embeddings, the optimizer's weight, gradient and state traffic, and on
+    more than one GPU of an all-reduce job the gradient bucket copies,
+    :data:`BUCKET_COPY_PASSES` passes over the gradient bytes):
     ``max(FLOPs / FP32 peak, bytes / (eta_memory * DRAM bandwidth))``.
     Under mixed precision a fitted share of their traffic stays at FP32
     (autocast keeps softmax, normalisation, losses and reductions there),
@@ -87,6 +89,13 @@ from features.mechanisms import PhysicsConstants
 
 #: DDP's default gradient bucket (``bucket_cap_mb=25``).
 BUCKET_CAP_BYTES = 25 * 2**20
+
+#: Passes over the gradient bytes that data-parallel all-reduce adds to device memory traffic: each
+#: gradient is copied into its bucket (read, write) and the reduced bucket back into the gradients
+#: (read, write). PyTorch's DistributedDataParallel does so by default (``gradient_as_bucket_view``
+#: False, which its documentation says avoids "the overhead of copying between gradients and
+#: allreduce communication buckets" when set), as Horovod's fusion buffer does.
+BUCKET_COPY_PASSES = 4
 
 #: At most this many buckets per step: larger models get larger buckets (the
 #: exposed tail changes by under a bucket's time).

@@ -131,11 +131,13 @@ class ResolvedJobs:
         optimizer_bytes = self.param_count * (
             analytical.WEIGHT_ELEMENTS_PER_PARAM * self.bytes_per_element + analytical.OPTIMIZER_BYTES_PER_PARAM
         )
+        data_parallel = np.nan_to_num(self.total_gpus) > 1
+        bucket_copy_bytes = physics.BUCKET_COPY_PASSES * np.where(data_parallel, self._allreduce_gradient_bytes(), 0.0)
         return physics.DeviceInputs(
             matrix_flops=self.matrix_flops_per_sample * b,
             other_flops=self.other_flops_per_sample * b,
             matrix_bytes=self.matrix_bytes_per_sample * b,
-            memory_bound_bytes=self.memory_bound_bytes_per_sample * b + optimizer_bytes,
+            memory_bound_bytes=self.memory_bound_bytes_per_sample * b + optimizer_bytes + bucket_copy_bytes,
             memory_bound_fp32_extra_bytes=self.memory_bound_bytes_per_sample * b * (BYTES_PER_ELEMENT["fp32"] / self.bytes_per_element - 1.0),
             kernels=self.kernels_per_step,
             backward_kernels=self.backward_kernels_per_step,

@@ -156,6 +156,19 @@ def test_a_compiled_job_resolves_to_its_stack_and_its_launch_cost():
     assert r.device_inputs().is_compiled.tolist() == [False, True]
 
 
+def test_data_parallel_gradients_are_copied_into_their_buckets_and_back():
+    single = {"workload": {"model": "resnet50", "precision": "fp16", "batch_size_per_gpu": 64}, "cluster": {"gpu": "V100-SXM2-16GB"}}
+    two = json.loads(json.dumps(single))
+    two["parallelism"] = {"architecture": "allreduce-local", "workers": 2}
+    ps = json.loads(json.dumps(single))
+    ps["parallelism"] = {"architecture": "ps-worker", "workers": 2}
+    r = _resolved([single, two, ps])
+    bound = r.device_inputs().memory_bound_bytes
+    # Four passes over the all-reduced gradient bytes; none on one GPU, none for parameter servers.
+    assert bound[1] - bound[0] == pytest.approx(4 * r.gradient_bytes[1])
+    assert bound[2] == pytest.approx(bound[0])
+
+
 def test_operator_size_curve_halves_at_its_constant():
     # 1e12 FLOPs over 100 matrix kernels over 100 SMs = 1e8 FLOPs per kernel per SM
     k = dataclasses.replace(UNIT, half_efficiency_flops_per_sm=1e8)
