@@ -36,6 +36,7 @@ COMMANDS = {
     "fleet-example": fleet.fleet_example_command,
     "train": training.train_command,
     "evaluate": training.evaluate_command,
+    "ablate": training.ablate_command,
     "physics-report": training.physics_report_command,
     "evaluate-llm": evaluating_llm.evaluate_llm_command,
     "refit": training.refit_command,

@@ -122,6 +122,31 @@ def evaluate_command(
 
 
 @domain_errors
+def ablate_command(
+    runs: RunsOption = None,
+    lambda_csv: LambdaOption = None,
+    mlperf_csv: MlperfOption = None,
+    out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/ablation"),
+) -> None:
+    """Feature ablation: held-out error with the shipped features and with figures that name a GPU or a model added.
+
+    Reruns four protocols of `predict evaluate` (GPU type, GPU generation, MLPerf benchmark and model
+    held out) once per feature set; writes report.md and summary.json. About 35 minutes on 2 cores.
+
+    Example: predict ablate --out reports/ablation
+    """
+    from predictor.outputs import output_dir
+    from training.ablation import run_ablation, write
+    from training.dataset import DEFAULT_BASELINE
+    from training.model import DEFAULT_PARAMS, DEFAULT_ROUNDS
+
+    output_dir(out, "--out")
+    gathered = _gather(runs, lambda_csv, mlperf_csv)
+    result = run_ablation(gathered.runs, DEFAULT_BASELINE, DEFAULT_PARAMS, DEFAULT_ROUNDS, progress=lambda text: typer.echo(f"- {text}", err=True))
+    typer.echo(f"wrote {write(result, out)}")
+
+
+@domain_errors
 def physics_report_command(
     runs: RunsOption = None,
     lambda_csv: LambdaOption = None,

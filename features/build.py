@@ -69,9 +69,13 @@ def _categorical(resolved: ResolvedJobs, leaf: str, choices: tuple[str, ...]) ->
     return resolved.table.map_column(leaf, {c: i for i, c in enumerate(choices)}, -1, int)
 
 
-def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> FeatureFrame:
-    """The residual model's inputs (:func:`physical_columns`) as one float matrix."""
-    return _frame(physical_columns(resolved, breakdown), resolved)
+def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays, candidates: Sequence[str] = ()) -> FeatureFrame:
+    """The residual model's inputs (:func:`physical_columns`) as one float matrix, plus the named
+    :data:`CANDIDATE_GROUPS` columns an ablation adds (none in the shipped model)."""
+    columns = physical_columns(resolved, breakdown)
+    if candidates:
+        columns.update(candidate_columns(resolved, candidates))
+    return _frame(columns, resolved)
 
 
 #: Rows written per pass over the columns of :func:`stacked_features` (a block of 8,192 rows of
@@ -193,6 +197,58 @@ MONOTONE_SIGNS: dict[str, int] = {
     "log_network_bw_bytes_per_s": -1,
     "log_host_link_bw_bytes_per_s": -1,
 }
+
+
+#: Candidate features that the shipped set leaves out, by group, for the leave-one-group-out
+#: ablation (:mod:`training.ablation`, ``predict ablate``): figures that describe which GPU or model
+#: a job runs rather than a mechanism's seconds or rates. None of them is monotone-constrained, so
+#: none is safe to ship unless the ablation shows it transfers.
+CANDIDATE_GROUPS: dict[str, tuple[str, ...]] = {
+    "gpu-mechanisms": (
+        "log_sm_count", "log_boost_clock_hz", "log_l2_bytes", "tensor_core_generation", "fp32_lanes_per_sm",
+        "fp32_accumulate_tensor_rate", "log_tdp_w",
+    ),
+    "identities": ("log_flops_per_sample", "log_param_count", "log_peak_flops_per_s", "device_release_year"),
+}
+
+
+def candidate_columns(resolved: ResolvedJobs, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The named :data:`CANDIDATE_GROUPS` columns of every job (NaN where the catalogue has no figure).
+
+    GPU mechanism figures come from ``catalog/gpu_mechanisms.json`` (a CPU host or a GPU without an
+    entry has none), the TDP from ``hardware/gpus.json``.
+    """
+    from features.mechanisms import gpu_mechanisms  # noqa: PLC0415 (read only when an ablation asks)
+
+    cat = resolved.catalogs
+    devices = cat.hardware.devices if cat is not None else []
+    mechanisms = gpu_mechanisms()
+
+    def per_device(figure) -> np.ndarray:
+        values = [figure(d, mechanisms.get(d.name)) for d in devices]
+        table = np.array([np.nan if v is None else float(v) for v in values] + [np.nan], float)
+        return table[resolved.device_index]  # -1 (a failed row) reads the trailing NaN
+
+    def mechanism(field_name: str):
+        return lambda d, m: None if m is None else getattr(m, field_name)
+
+    builders = {
+        "log_sm_count": lambda: np.log10(per_device(mechanism("sm_count"))),
+        "log_boost_clock_hz": lambda: np.log10(per_device(mechanism("boost_clock_hz"))),
+        "log_l2_bytes": lambda: np.log10(per_device(mechanism("l2_bytes"))),
+        "tensor_core_generation": lambda: per_device(mechanism("tensor_core_generation")),
+        "fp32_lanes_per_sm": lambda: per_device(mechanism("fp32_lanes_per_sm")),
+        "fp32_accumulate_tensor_rate": lambda: per_device(mechanism("fp32_accumulate_tensor_rate")),
+        "log_tdp_w": lambda: np.log10(per_device(lambda d, m: d.tdp_w)),
+        "log_flops_per_sample": lambda: _log(resolved.flops_per_sample),
+        "log_param_count": lambda: _log(resolved.param_count),
+        "log_peak_flops_per_s": lambda: _log(resolved.peak_flops_per_s),
+        "device_release_year": lambda: np.asarray(resolved.device_release_year, float),
+    }
+    unknown = [n for n in names if n not in builders]
+    if unknown:
+        raise ValueError(f"unknown candidate features {unknown}; known: {sorted(builders)}")
+    return {name: builders[name]() for name in names}
 
 
 #: Job sizes whose training range bounds a model's domain (log10 where the name says so).

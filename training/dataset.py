@@ -52,6 +52,8 @@ class Dataset:
     group: np.ndarray
     #: The roofline physics' constants (None: the shipped ones, ``catalog/physics_constants.json``).
     constants: PhysicsConstants | None = None
+    #: Candidate features (features.build.CANDIDATE_GROUPS) added for an ablation; none when shipping.
+    candidates: tuple[str, ...] = ()
 
     @property
     def residual(self) -> np.ndarray:
@@ -63,7 +65,7 @@ class Dataset:
 
     def subset(self, mask: np.ndarray, constants: PhysicsConstants | None = None) -> "Dataset":
         """The rows of ``mask`` (a boolean array), recomputed from their runs (with other physics constants if given)."""
-        return build_dataset(self.runs[mask].reset_index(drop=True), self.baseline, constants or self.constants)
+        return build_dataset(self.runs[mask].reset_index(drop=True), self.baseline, constants or self.constants, self.candidates)
 
 
 def table_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -107,11 +109,14 @@ def cv_groups(runs: pd.DataFrame) -> np.ndarray:
     return np.select([source == "testbed", is_mlperf(source)], [topology, benchmark], gpu).astype(object)
 
 
-def build_dataset(runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE, constants: PhysicsConstants | None = None) -> Dataset:
+def build_dataset(
+    runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE, constants: PhysicsConstants | None = None, candidates: tuple[str, ...] = ()
+) -> Dataset:
     """Features and targets of measured runs; rows that fail to resolve raise (load them through ``training.runs`` first).
 
     ``constants`` replaces the shipped physics constants (a held-out
-    evaluation fits them without the held-out group).
+    evaluation fits them without the held-out group); ``candidates`` adds
+    features the shipped set leaves out (:data:`features.build.CANDIDATE_GROUPS`, for an ablation).
     """
     runs = runs.reset_index(drop=True)
     table = validate_columns(table_columns(runs), len(runs))
@@ -129,13 +134,14 @@ def build_dataset(runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE, constant
         runs=runs,
         resolved=resolved,
         breakdown=breakdown,
-        features=physical_features(resolved, breakdown),
+        features=physical_features(resolved, breakdown, candidates),
         raw=raw_features(resolved),
         baseline=baseline,
         log_measured_s=np.log(measured),
         log_analytical_s=np.log(breakdown.step_time_s(baseline)),
         group=cv_groups(runs),
         constants=constants,
+        candidates=tuple(candidates),
     )
 
 

@@ -79,6 +79,7 @@ def held_out(
     exclude: np.ndarray | None = None,
     pair_kinds: tuple[str, ...] = (),
     pair_suffix: str = "",
+    pure_ml: bool = True,
 ) -> HeldOut:
     """Leave each group of ``groups`` (among ``scored`` rows) out in turn.
 
@@ -86,6 +87,7 @@ def held_out(
     training together with group ``i`` (a GPU type's MLPerf runs when its
     Lambda runs are held out). Pairs of ``pair_kinds`` among each held-out
     group's runs are scored too, their kind named with ``pair_suffix``.
+    ``pure_ml=False`` skips the pure-ML baseline (its column stays NaN).
     """
     n = len(ds)
     out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(5)))
@@ -105,7 +107,8 @@ def held_out(
         out.log_residual_model_s[rows] = y_hat
         out.log_physics_s[rows] = test_ds.log_analytical_s
         out.lower_s[rows], out.upper_s[rows] = np.exp(low), np.exp(high)
-        out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
+        if pure_ml:
+            out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
         if pair_kinds:
             out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group, pair_suffix))
     return out

@@ -1,0 +1,126 @@
+"""The feature ablation: candidate figures are the catalogue's, reach only the ablation's fits, and
+the ablation scores the same held-out groups as the evaluation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from features.build import CANDIDATE_GROUPS, MONOTONE_SIGNS, candidate_columns
+from features.resolve import resolve
+from features.table import validate_columns
+
+FAST_PARAMS = {"max_depth": 3, "eta": 0.3}
+FAST_ROUNDS = 10
+
+
+def _resolved(gpus: list[str]):
+    return resolve(validate_columns({"model": ["resnet50"] * len(gpus), "gpu": gpus}, len(gpus)))
+
+
+def test_candidate_columns_are_the_catalogue_figures():
+    """A100-SXM4-80GB: 108 SMs, 40 MiB of L2, third tensor-core generation, 400 W, 2020 (catalogue
+    figures); RTX 4090: 128 SMs, 72 MiB, fourth, 450 W, GeForce's half-rate FP32 accumulation."""
+    names = [n for group in CANDIDATE_GROUPS.values() for n in group]
+    cols = candidate_columns(_resolved(["A100-SXM4-80GB", "RTX-4090"]), names)
+    assert cols["log_sm_count"] == pytest.approx([math.log10(108), math.log10(128)])
+    assert cols["log_l2_bytes"] == pytest.approx([math.log10(40 * 2**20), math.log10(72 * 2**20)])
+    assert list(cols["tensor_core_generation"]) == [3, 4]
+    assert cols["log_tdp_w"] == pytest.approx([math.log10(400), math.log10(450)])
+    assert list(cols["fp32_accumulate_tensor_rate"]) == [1.0, 0.5]
+    assert list(cols["device_release_year"]) == [2020, 2022]
+    assert cols["log_param_count"][0] == cols["log_param_count"][1] > 7  # ResNet-50: 25.6 M parameters
+
+
+def test_a_cpu_host_has_no_gpu_figures_and_unknown_names_are_refused(testbed_runs):
+    from features.fields import FLAT_FIELDS
+
+    host = testbed_runs.iloc[:1]
+    resolved = resolve(validate_columns({c: host[c].to_numpy() for c in FLAT_FIELDS if c in host.columns}, 1))
+    cols = candidate_columns(resolved, CANDIDATE_GROUPS["gpu-mechanisms"])
+    assert all(np.isnan(v).all() for v in cols.values())
+    with pytest.raises(ValueError, match="unknown candidate features"):
+        candidate_columns(resolved, ["gpu_name_one_hot"])
+
+
+def test_candidates_stay_out_of_the_shipped_features_and_follow_every_subset(testbed_runs):
+    from training.dataset import build_dataset
+
+    shipped = build_dataset(testbed_runs)
+    candidates = set().union(*CANDIDATE_GROUPS.values())
+    assert not candidates & set(shipped.features.names)
+    # None is monotone-constrained: a shipped candidate would need a sign it does not have.
+    assert not candidates & set(MONOTONE_SIGNS)
+    added = build_dataset(testbed_runs, candidates=("log_sm_count", "log_param_count"))
+    assert added.features.names == (*shipped.features.names, "log_sm_count", "log_param_count")
+    half = added.subset(np.arange(len(added)) % 2 == 0)
+    assert half.features.names == added.features.names
+
+
+@pytest.fixture(scope="module")
+def public_runs():
+    """Lambda runs of three GPU types and three generations (12 each)."""
+    from training.importers import import_lambda
+    from training.sources import LAMBDA_FILE, SHARED_DATA
+
+    if not (SHARED_DATA / LAMBDA_FILE).exists():
+        pytest.skip(f"public measured runs not found at {SHARED_DATA}")
+    runs = import_lambda(SHARED_DATA / LAMBDA_FILE).runs
+    picked = runs[runs["gpu"].isin(["A100-SXM4-80GB", "V100-SXM2-32GB", "RTX-4090"])]
+    return picked.groupby("gpu", group_keys=False).head(12).reset_index(drop=True)
+
+
+def test_each_variant_scores_the_evaluations_groups_and_only_its_fits_see_the_candidates(public_runs, monkeypatch):
+    import training.ablation as ablation
+    import training.evaluate as evaluate
+    from training.ablation import mape_by_group, protocols, run_ablation
+    from training.dataset import build_dataset
+
+    # Two of the variants keep the test short; the loop over them is the same for three.
+    VARIANTS = {"shipped features": (), "+ gpu-mechanisms": CANDIDATE_GROUPS["gpu-mechanisms"]}
+    monkeypatch.setattr(ablation, "VARIANTS", VARIANTS)
+
+    seen: list[tuple[tuple[str, ...], frozenset]] = []
+    real_fit = evaluate.fit_calibrated
+
+    def fit_calibrated(sub, *args, **kwargs):
+        seen.append((sub.features.names, frozenset(sub.runs["gpu"])))
+        return real_fit(sub, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
+    result = run_ablation(public_runs, "roofline", FAST_PARAMS, FAST_ROUNDS)
+
+    # Lambda rows only: the GPU-type, generation and model protocols, not MLPerf's.
+    assert list(result["protocols"]) == [
+        "Lambda, leave one GPU type out", "All sources, leave one GPU generation out",
+        "Lambda and DeepLearningExamples, leave one model out",
+    ]
+    gpu_protocol = result["protocols"]["Lambda, leave one GPU type out"]
+    assert gpu_protocol["groups"] == {"A100-SXM4-80GB": 12, "V100-SXM2-32GB": 12, "RTX-4090": 12} and gpu_protocol["n"] == 36
+    for entry in result["protocols"].values():
+        assert list(entry["residual"]) == list(VARIANTS)
+        for by_group in entry["residual"].values():
+            assert set(by_group) == {"all", *entry["groups"]}
+            assert all(np.isfinite(v) for v in by_group.values())
+
+    # Each variant's fits see exactly its own candidates; a held-out GPU type reaches none of its fold's fits.
+    shipped = build_dataset(public_runs).features.names
+    folds_per_variant = len(seen) // len(VARIANTS)
+    for i, (variant, candidates) in enumerate(VARIANTS.items()):
+        for names, gpus in seen[i * folds_per_variant:(i + 1) * folds_per_variant]:
+            assert names == (*shipped, *candidates), variant
+    three = {"A100-SXM4-80GB", "V100-SXM2-32GB", "RTX-4090"}
+    gpu_folds = [gpus for names, gpus in seen[:3]]  # the first protocol's three folds
+    assert sorted(g for fold in gpu_folds for g in three - fold) == sorted(three)
+    assert all(len(fold) == 2 for fold in gpu_folds)
+
+    # The shipped variant's figure is held_out's on the same protocol, as the evaluation scores it.
+    ds = build_dataset(public_runs)
+    p = protocols(ds)[0]
+    direct = evaluate.held_out(ds, p.scheme, p.groups, p.scored, FAST_PARAMS, FAST_ROUNDS, exclude=p.exclude, pure_ml=False)
+    assert gpu_protocol["residual"]["shipped features"] == pytest.approx(mape_by_group(ds, direct.log_residual_model_s, p))
+    errors = pd.Series(np.abs(np.exp(direct.log_physics_s - ds.log_measured_s) - 1) * 100)
+    assert gpu_protocol["physics"]["all"] == pytest.approx(errors[p.scored].mean())
