@@ -194,6 +194,12 @@ class Predictor:
             result.speedup = learned.speedup
             result.speedup_lower, result.speedup_upper = learned.lower, learned.upper
             result.p_speedup_gt_1 = learned.p_speedup_gt_1
+            # The target's time is the baseline's over the speedup (a what-if keeps its kind's share of the
+            # correction's change), its interval moved with it.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                moved = baseline.step_time_s / learned.speedup / target.step_time_s
+            target.step_time_s = target.step_time_s * moved
+            target.lower_s, target.upper_s = target.lower_s * moved, target.upper_s * moved
         ok = baseline.resolved.ok & target.resolved.ok
         with np.errstate(invalid="ignore"):
             finite = np.isfinite(result.speedup) & (result.speedup > 0)

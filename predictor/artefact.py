@@ -98,6 +98,11 @@ class Artefact:
         return self.metadata["feature_names"]
 
     @property
+    def pair_shares(self) -> dict[str, float] | None:
+        """Per what-if kind, the share of the correction's change a speedup keeps (None: all of it)."""
+        return self.metadata.get("pair_shares")
+
+    @property
     def baseline(self) -> str:
         return self.metadata["baseline"]
 
@@ -289,12 +294,16 @@ def read_metadata(path: Path) -> dict[str, Any]:
     for feature, bounds in ranges.items():
         if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(v) for v in bounds)):
             raise bad(f"domain.ranges.{feature} must be [low, high], two finite numbers")
-    shrink = domain.get("shrink", {})
-    if not isinstance(shrink, dict):
-        raise bad("domain.shrink must be a JSON object of shares, one per fact")
-    for fact, share in shrink.items():
-        if not (_is_number(share) and 0.0 <= share <= 1.0):
-            raise bad(f"domain.shrink.{fact} must be a number from 0 to 1 (the share of the correction an unseen {fact} keeps)")
+    checks = (
+        ("domain.shrink", domain.get("shrink", {}), "fact", "the share of the correction an unseen {} keeps"),
+        ("pair_shares", metadata.get("pair_shares", {}), "what-if kind", "the share of the correction's change a {} what-if keeps"),
+    )
+    for field, shares, per, meaning in checks:
+        if not isinstance(shares, dict):
+            raise bad(f"{field} must be a JSON object of shares, one per {per}")
+        for key, share in shares.items():
+            if not (_is_number(share) and 0.0 <= share <= 1.0):
+                raise bad(f"{field}.{key} must be a number from 0 to 1 ({meaning.format(key)})")
     return metadata
 
 

@@ -209,5 +209,15 @@ def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.
     return out
 
 
+def pair_share(shares: dict[str, float] | None, kinds: np.ndarray) -> np.ndarray:
+    """The share of the learned correction's change each what-if keeps (``training.shrink.pair_shares``):
+    its kind's, else the pooled one; 1 without estimates (a model trained before they were)."""
+    kinds = np.asarray(kinds, object)
+    if not shares:
+        return np.ones(len(kinds))
+    pooled = shares.get(POOLED, 1.0)
+    return np.array([shares.get(str(kind), pooled) for kind in kinds], float)
+
+
 def pair_bin_keys(kinds: np.ndarray) -> list[tuple[str, ...]]:
     return [(str(kind), POOLED) if kind not in (MIXED, IDENTITY) else (POOLED,) for kind in kinds]

@@ -23,7 +23,7 @@ from features.build import range_columns, stacked_features
 from features.resolve import ResolvedJobs
 from features.table import factorize
 from predictor.artefact import Artefact, ArtefactError
-from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, step_bins
+from predictor.calibration import IDENTITY, POOLED, CalibrationTable, pair_bins, pair_kind, pair_share, step_bins
 from predictor.domain import unseen_facts
 
 #: User-facing names of :data:`features.build.RANGE_COLUMNS`, whose training range bounds the model's domain.
@@ -43,6 +43,7 @@ class LearnedTimes:
     upper_s: np.ndarray
     extrapolation: np.ndarray  # None, or why the job is outside the training data
     pooled: np.ndarray | None = None  # True where the interval comes from the pooled bin
+    log_physics_s: np.ndarray | None = None  # the baseline the correction starts from
 
 
 def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, confidence_level: float) -> LearnedTimes:
@@ -80,7 +81,7 @@ def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArray
     bins = step_bins(artefact.step_calibration, resolved.table)
     bins[pooled] = POOLED
     log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
-    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled)
+    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled, log_physics)
 
 
 def faded_prediction(
@@ -191,10 +192,14 @@ def predict_speedup(
     target_columns: dict[str, np.ndarray],
     confidence_level: float,
 ) -> LearnedSpeedup:
-    """Speedup = exp(log baseline - log target), with the log ratio calibrated on measured pairs."""
-    log_ratio = base.log_step_time_s - target.log_step_time_s
-    table = artefact.speedup_calibration
+    """Speedup = the physics' speedup times the kind's share of the correction's change
+    (:func:`predictor.calibration.pair_share`), its log calibrated on measured pairs."""
     kinds = pair_kind(base_columns, target_columns)
+    log_ratio = base.log_step_time_s - target.log_step_time_s
+    if base.log_physics_s is not None and target.log_physics_s is not None:
+        physics_ratio = base.log_physics_s - target.log_physics_s
+        log_ratio = physics_ratio + pair_share(artefact.pair_shares, kinds) * (log_ratio - physics_ratio)
+    table = artefact.speedup_calibration
     if table is None:  # no pairs to calibrate on: the step-time intervals bound the ratio
         low = np.log(base.lower_s) - np.log(target.upper_s)
         high = np.log(base.upper_s) - np.log(target.lower_s)

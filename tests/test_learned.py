@@ -310,3 +310,37 @@ def test_row_hashes_do_not_depend_on_the_block_size(width):
     whole = _row_hashes(bits, block_rows=10**6)
     assert np.array_equal(_row_hashes(bits, block_rows=7), whole)
     assert len(np.unique(whole)) == 1000  # distinct random rows, distinct hashes
+
+
+def test_a_speedup_keeps_its_kinds_share_of_the_corrections_change():
+    """Hand computed: physics 1.5 s -> 1.2 s (1.25x), learned 2.0 s -> 1.0 s (2x); a link what-if keeping a
+    quarter of the correction's change: log speedup = log 1.25 + 0.25 x (log 2 - log 1.25)."""
+    from types import SimpleNamespace
+
+    from predictor.learned import LearnedTimes, predict_speedup
+
+    def times(step_s, physics_s):
+        return LearnedTimes(np.log([step_s]), np.array([step_s * 0.8]), np.array([step_s * 1.2]), np.array([None], object),
+                            np.array([False]), np.log([physics_s]))
+
+    columns = {"architecture": np.array(["allreduce-local"], object), "network": np.array([None], object),
+               "total_gpus": np.array([8.0]), "gpu": np.array(["V100"], object), "precision": np.array(["fp16"], object),
+               "batch_size_per_gpu": np.array([64.0])}
+    base = {**columns, "intra_node_link": np.array(["pcie-gen3"], object)}
+    target = {**columns, "intra_node_link": np.array(["nvlink-gen2"], object)}
+    artefact = SimpleNamespace(pair_shares={"intra_node_link": 0.25, "all": 1.0}, speedup_calibration=None)
+    result = predict_speedup(artefact, times(2.0, 1.5), times(1.0, 1.2), base, target, 0.9)
+    expected = np.exp(np.log(1.25) + 0.25 * (np.log(2.0) - np.log(1.25)))
+    assert result.speedup[0] == pytest.approx(expected, rel=1e-12)
+    # Without estimates (a model trained before them) the learned ratio stands.
+    artefact.pair_shares = None
+    assert predict_speedup(artefact, times(2.0, 1.5), times(1.0, 1.2), base, target, 0.9).speedup[0] == pytest.approx(2.0)
+
+
+def test_a_what_ifs_target_time_is_the_baseline_over_the_speedup(ps_job):
+    from predictor import Predictor
+
+    for to in (["allreduce-nvlink"], ["intra_node_link=nvlink-gen2"], ["precision=fp32"]):
+        result = Predictor().speedup(ps_job, to)
+        assert result.baseline.step_time_s / result.target.step_time_s == pytest.approx(result.speedup, rel=1e-9)
+        assert result.target.lower_s < result.target.step_time_s < result.target.upper_s

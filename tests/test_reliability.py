@@ -288,6 +288,9 @@ CORRUPTIONS = {
     "missing booster": ("booster.ubj", lambda m, p: (m / "booster.ubj").unlink()),
     "baseline that does not exist": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "baseline": "magic"})),
     "residual offset too large for a float": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "residual_offset": 10**400})),
+    "what-if share below 0": (
+        "metadata.json", _edit_json("metadata.json", lambda d: {**d, "pair_shares": {"gpus": -0.5}})),
+    "what-if shares that are a list": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "pair_shares": [1.0]})),
     "shrink share above 1": (
         "metadata.json", _edit_json("metadata.json", lambda d: {**d, "domain": {**d["domain"], "shrink": {"model": 3.0}}})),
     "shrink share that is not a number": (

@@ -99,3 +99,29 @@ def test_each_fold_predicts_values_its_fit_never_saw(testbed_dataset, monkeypatc
             predicted += test_rows
         assert sorted(predicted) == list(range(len(ds))) and estimate.rows == len(ds)
         assert estimate.share in SHARE_GRID and 0.0 <= estimate.share <= 1.0
+
+
+def test_each_what_if_kind_keeps_the_share_its_out_of_fold_pairs_support():
+    """Pairs of one kind whose correction change is exactly right keep all of it; a kind whose change
+    is noise around a right physics keeps none; a kind of a few comparable pairs keeps all of it (no
+    evidence), and pairs across groups count for nothing."""
+    from predictor.calibration import POOLED, pair_share
+    from training.shrink import MIN_PAIRS_PER_KIND, pair_shares
+
+    rng = np.random.default_rng(0)
+    n = 200
+    right = rng.normal(0, 0.2, n)  # measured minus physics log speedup, and the correction's change: equal
+    noise = rng.normal(0, 0.2, n)  # the physics is right; the correction's change is noise
+    few = MIN_PAIRS_PER_KIND - 1
+    kinds = np.array(["precision"] * n + ["intra_node_link"] * n + ["network"] * few + ["gpu"] * n, object)
+    measured = np.concatenate([right, np.zeros(n), np.full(few, 0.1), np.zeros(n)])
+    correction = np.concatenate([right, noise, np.full(few, -0.1), noise])
+    groups = np.arange(len(kinds)) % 7
+    comparable = kinds != "gpu"  # GPU swaps pair runs of two groups
+    shares = pair_shares(kinds, measured, correction, groups, comparable)
+    assert shares["precision"] == 1.0 and shares["intra_node_link"] == 0.0
+    assert shares["network"] == shares["gpu"] == 1.0
+    pooled, _ = best_share(measured[comparable], correction[comparable], np.ones(comparable.sum()), groups[comparable])
+    assert shares[POOLED] == pooled
+    assert list(pair_share(shares, np.array(["precision", "gpu", "mixed"], object))) == [1.0, 1.0, shares[POOLED]]
+    assert list(pair_share(None, np.array(["gpus"], object))) == [1.0]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from predictor.calibration import POOLED, pair_bin_keys, run_bin_keys
+from predictor.calibration import POOLED, pair_bin_keys, pair_share, run_bin_keys
 from predictor.domain import unseen_facts, unseen_labels
 from predictor.learned import domain_notes, faded_prediction
 from training.cv import ape, sample_weights
@@ -146,8 +146,10 @@ def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, gro
     if not len(pairs):
         return pd.DataFrame()
     measured = pair_log_ratios(pairs, test.log_measured_s)
-    predicted = pair_log_ratios(pairs, y_hat)
     analytical = pair_log_ratios(pairs, test.log_analytical_s)
+    # As the shipped model predicts a speedup: the physics' plus the kind's share of the correction's change.
+    share = pair_share(getattr(model, "pair_shares_", None), pairs["kind"].to_numpy())
+    predicted = analytical + share * (pair_log_ratios(pairs, y_hat) - analytical)
     table = model.speedup_calibration_
     if table is not None:
         low, high = table.interval(predicted, table.bin_for(pair_bin_keys(pairs["kind"].to_numpy())), confidence_level)

@@ -24,6 +24,8 @@ def model_card(result: "TrainResult") -> str:
         f"MAPE with none / all of it: {e['mape_by_share']['0.00']}% / {e['mape_by_share']['1.00']}%)"
         for fact, e in sorted(estimates.items())
     ) or "- none estimated"
+    shares = meta.get("pair_shares") or {}
+    pair_shares = ", ".join(f"{kind} {100 * share:.0f}%" for kind, share in sorted(shares.items())) or "none estimated (all of it)"
     ranges = "\n".join(
         f"- {name}: {low:.3g} to {high:.3g}" for name, (low, high) in sorted(domain["ranges"].items())
     )
@@ -40,6 +42,8 @@ more bandwidth, NICs, peak FLOP/s or memory bandwidth never predict a slower ste
 Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type,
 MLPerf benchmark or testbed topology), Mondrian by architecture and network tier; speedup intervals
 calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.
+A speedup is the physics' times the share of the correction's change that out-of-fold pairs
+of its kind support (`training/shrink.py`, pair_shares; "all" for kinds with few pairs): {pair_shares}.
 
 ## Trained on
 {data['rows']} measured runs (fingerprint `{data['fingerprint'][:16]}`):

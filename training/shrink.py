@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import GroupKFold
 
+from predictor.calibration import POOLED
 from predictor.domain import FACTS, fact_codes, fact_values
 from training.cv import sample_weights
 from training.dataset import Dataset
@@ -121,3 +122,45 @@ def estimate_shrink(ds: Dataset, params: dict, rounds: int, labels: tuple[str, .
 def shrink_shares(estimates: dict[str, ShrinkEstimate]) -> dict[str, float]:
     """The shares alone, as the artefact's ``domain.shrink`` holds them."""
     return {label: estimate.share for label, estimate in estimates.items()}
+
+
+#: A what-if kind gets a share of its own from at least this many comparable out-of-fold pairs.
+MIN_PAIRS_PER_KIND = 30
+
+
+def pair_shares(
+    kinds: np.ndarray, measured_residual: np.ndarray, correction: np.ndarray, groups: np.ndarray, comparable: np.ndarray
+) -> dict[str, float]:
+    """How much of the learned correction's change a what-if keeps, per kind of what-if.
+
+    For out-of-fold pairs of runs that differ in one kind (more GPUs, another
+    link, another precision ...), ``measured_residual`` is the measured log
+    speedup less the physics' and ``correction`` the change of the residual's
+    out-of-fold correction between the pair's runs. The predicted log speedup
+    with share ``s`` is the physics' plus ``s x correction``; the share is
+    :func:`best_share`'s, under the no-harm rule per group (``groups``: the
+    cross-validation group of each pair). Where the learned correction moves
+    the right way between two runs, the share comes out near 1; where its
+    change only adds noise to the physics' speedup, near 0.
+
+    Only ``comparable`` pairs count: both runs in one cross-validation group,
+    so one fold's model predicted both, as one model predicts both sides of a
+    what-if. (Across groups, say two GPU types, each side comes from another
+    fold's model, and the change would carry their disagreement too.) A kind
+    with fewer than :data:`MIN_PAIRS_PER_KIND` comparable pairs keeps all of
+    the change (share 1, no evidence either way); a what-if of no measured
+    kind takes the share of all comparable pairs pooled (key
+    :data:`predictor.calibration.POOLED`).
+    """
+    kinds = np.asarray(kinds, object)
+    comparable = np.asarray(comparable, bool)
+    shares: dict[str, float] = {}
+    if comparable.sum() >= MIN_PAIRS_PER_KIND:
+        shares[POOLED], _ = best_share(measured_residual[comparable], correction[comparable], np.ones(int(comparable.sum())), groups[comparable])
+    for kind in dict.fromkeys(kinds):
+        rows = (kinds == kind) & comparable
+        if rows.sum() >= MIN_PAIRS_PER_KIND:
+            shares[str(kind)], _ = best_share(measured_residual[rows], correction[rows], np.ones(int(rows.sum())), groups[rows])
+        else:
+            shares[str(kind)] = 1.0
+    return shares

@@ -26,14 +26,14 @@ import pandas as pd
 
 from features.build import range_columns
 from predictor.artefact import save_artefact
-from predictor.calibration import pair_bin_keys, run_bin_keys
+from predictor.calibration import pair_bin_keys, pair_share, run_bin_keys
 from predictor.domain import seen_domain
 from training.cv import ape, group_folds, out_of_fold, sample_weights
 from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor
 from training.pairs import make_pairs, pair_log_ratios
 from training.refit import random_effects_kappa
-from training.shrink import estimate_shrink, shrink_shares
+from training.shrink import estimate_shrink, pair_shares, shrink_shares
 from training.model_card import model_card
 from training.tracking import log_training, tracked_run
 from training.tune import N_SPLITS, TuningResult, tune
@@ -71,21 +71,33 @@ def summarize(ape_values: np.ndarray) -> dict[str, float]:
 def fit_calibrated(
     ds: Dataset, params: dict, num_boost_round: int, seed: int = 0
 ) -> tuple[ResidualRegressor, np.ndarray, pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
-    """Cross-fit for calibration, then fit on everything; returns the model, OOF log step times, pairs and folds."""
+    """Cross-fit for calibration, then fit on everything; returns the model, OOF log step times, pairs and folds.
+
+    The out-of-fold pairs also give each what-if kind the share of the correction's change it keeps
+    (:func:`training.shrink.pair_shares`, ``model.pair_shares_``); the speedup calibration is of the
+    log speedups so predicted.
+    """
     folds = group_folds(ds.group, N_SPLITS)
     oof_residual = out_of_fold(ds, folds, params, num_boost_round)
     oof_log_step = ds.log_analytical_s + oof_residual
     step_keys = run_bin_keys(ds.runs)
     pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
-    pair_residuals = pair_log_ratios(pairs, ds.log_measured_s) - pair_log_ratios(pairs, oof_log_step)
+    kinds = pairs["kind"].to_numpy()
+    physics_ratio = pair_log_ratios(pairs, ds.log_analytical_s)
+    measured_ratio = pair_log_ratios(pairs, ds.log_measured_s)
+    correction_ratio = pair_log_ratios(pairs, oof_residual)
+    group_a, group_b = ds.group[pairs["a"].to_numpy()], ds.group[pairs["b"].to_numpy()]
+    shares = pair_shares(kinds, measured_ratio - physics_ratio, correction_ratio, group_a, comparable=group_a == group_b)
+    pair_residuals = measured_ratio - (physics_ratio + pair_share(shares, kinds) * correction_ratio)
     model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
     model.fit(ds.features.values, ds.residual, sample_weight=sample_weights(ds.group), feature_names=ds.features.names)
     model.calibrate(
         ds.log_measured_s - oof_log_step,
         step_keys,
         pair_residuals=pair_residuals,
-        pair_keys=pair_bin_keys(pairs["kind"].to_numpy()),
+        pair_keys=pair_bin_keys(kinds),
     )
+    model.pair_shares_ = shares
     return model, oof_log_step, pairs, folds
 
 
@@ -152,6 +164,7 @@ def train(
         "metrics": metrics,
         "calibration_bins": model.calibration_.counts,
         "speedup_calibration_bins": model.speedup_calibration_.counts if model.speedup_calibration_ else {},
+        "pair_shares": model.pair_shares_,
     }
     result = TrainResult(model, ds, tuning, oof_log_step, pairs, metrics, fold_metrics, group_metrics, metadata)
     with tracked_run(tracking_uri, run_name=f"train-{started:%Y%m%dT%H%M%S}") as run_id:
