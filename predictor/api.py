@@ -73,6 +73,8 @@ class TableSpeedup:
     speedup_lower: np.ndarray | None = None
     speedup_upper: np.ndarray | None = None
     p_speedup_gt_1: np.ndarray | None = None
+    #: Share of the learned correction's change the speedup keeps (its what-if kind's); None: analytical.
+    share: np.ndarray | None = None
 
     @property
     def errors(self) -> np.ndarray:
@@ -194,6 +196,7 @@ class Predictor:
             result.speedup = learned.speedup
             result.speedup_lower, result.speedup_upper = learned.lower, learned.upper
             result.p_speedup_gt_1 = learned.p_speedup_gt_1
+            result.share = learned.share
             # The target's time is the baseline's over the speedup (a what-if keeps its kind's share of the
             # correction's change), its interval moved with it.
             with np.errstate(invalid="ignore", divide="ignore"):

@@ -124,11 +124,16 @@ class SpeedupExplanation:
     scenario: tuple[str, ...]
     speedup: float
     analytical_speedup: float
+    #: Share of the learned correction's change the what-if keeps (``predictor.calibration.pair_share``).
+    share: float = 1.0
 
     @property
     def family_speedup_factors(self) -> dict[str, float]:
-        """Per family, how much of the speedup the learned residual adds (>1 helps the target)."""
-        return {f: self.baseline.family_factors[f] / self.target.family_factors[f] for f in self.baseline.family_factors}
+        """Per family, how much of the speedup the learned residual adds (>1 helps the target), at the what-if's share."""
+        return {
+            f: (self.baseline.family_factors[f] / self.target.family_factors[f]) ** self.share
+            for f in self.baseline.family_factors
+        }
 
     def summary(self) -> str:
         changes = sorted(
@@ -144,7 +149,7 @@ class SpeedupExplanation:
             # The residual's whole adjustment is its base rate's ratio times every family's; name the
             # base and the largest family, so the factors shown multiply to the total.
             family = max(factors, key=lambda f: abs(np.log(factors[f])))
-            base = self.baseline.base_factor / self.target.base_factor
+            base = (self.baseline.base_factor / self.target.base_factor) ** self.share
             text += (
                 f"; the learned residual adjusts it by x{self.speedup / self.analytical_speedup:.2f} "
                 f"(x{base:.2f} its base rate, x{factors[family]:.2f} through {family}, the largest family)"
@@ -210,6 +215,7 @@ def explain(predictor: Predictor, job: JobLike, to: Sequence[str] | None = None)
         scenario=tuple(s.text for s in steps),
         speedup=float(result.speedup[0]),
         analytical_speedup=base.analytical_step_time_s / target.analytical_step_time_s,
+        share=1.0 if result.share is None else float(result.share[0]),
     )
 
 

@@ -182,6 +182,7 @@ class LearnedSpeedup:
     lower: np.ndarray
     upper: np.ndarray
     p_speedup_gt_1: np.ndarray
+    share: np.ndarray  # of the learned correction's change, per what-if (1 where none was estimated)
 
 
 def predict_speedup(
@@ -196,9 +197,10 @@ def predict_speedup(
     (:func:`predictor.calibration.pair_share`), its log calibrated on measured pairs."""
     kinds = pair_kind(base_columns, target_columns)
     log_ratio = base.log_step_time_s - target.log_step_time_s
+    share = pair_share(artefact.pair_shares, kinds)
     if base.log_physics_s is not None and target.log_physics_s is not None:
         physics_ratio = base.log_physics_s - target.log_physics_s
-        log_ratio = physics_ratio + pair_share(artefact.pair_shares, kinds) * (log_ratio - physics_ratio)
+        log_ratio = physics_ratio + share * (log_ratio - physics_ratio)
     table = artefact.speedup_calibration
     if table is None:  # no pairs to calibrate on: the step-time intervals bound the ratio
         low = np.log(base.lower_s) - np.log(target.upper_s)
@@ -214,4 +216,4 @@ def predict_speedup(
     identity = kinds == IDENTITY
     low[identity] = high[identity] = 0.0
     p[identity] = 0.0
-    return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p)
+    return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p, share)

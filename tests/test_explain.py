@@ -52,7 +52,9 @@ def test_one_job_explanation_multiplies_out_to_the_prediction(predictor):
 def test_what_if_explanation_splits_the_speedup(predictor):
     e = explain(predictor, TESTBED_JOB, ["network=emulated-1g"])
     assert isinstance(e, SpeedupExplanation)
-    base = e.baseline.base_factor / e.target.base_factor
+    # A network-tier what-if keeps the model's network share of the correction's change, factors included.
+    assert e.share == predictor.artefact.pair_shares["network"]
+    base = (e.baseline.base_factor / e.target.base_factor) ** e.share
     product = e.analytical_speedup * base * np.prod(list(e.family_speedup_factors.values()))
     assert product == pytest.approx(e.speedup, rel=1e-4)
     assert e.target.seconds["communication"] < e.baseline.seconds["communication"]
