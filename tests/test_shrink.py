@@ -116,12 +116,11 @@ def test_each_what_if_kind_keeps_the_share_its_out_of_fold_pairs_support():
     kinds = np.array(["precision"] * n + ["intra_node_link"] * n + ["network"] * few + ["gpu"] * n, object)
     measured = np.concatenate([right, np.zeros(n), np.full(few, 0.1), np.zeros(n)])
     correction = np.concatenate([right, noise, np.full(few, -0.1), noise])
-    groups = np.arange(len(kinds)) % 7
     comparable = kinds != "gpu"  # GPU swaps pair runs of two groups
-    shares = pair_shares(kinds, measured, correction, groups, comparable)
+    shares = pair_shares(kinds, measured, correction, comparable)
     assert shares["precision"] == 1.0 and shares["intra_node_link"] == 0.0
     assert shares["network"] == shares["gpu"] == 1.0
-    pooled, _ = best_share(measured[comparable], correction[comparable], np.ones(comparable.sum()), groups[comparable])
+    pooled, _ = best_share(measured[comparable], correction[comparable], np.ones(comparable.sum()))
     assert shares[POOLED] == pooled
     assert list(pair_share(shares, np.array(["precision", "gpu", "mixed"], object))) == [1.0, 1.0, shares[POOLED]]
     assert list(pair_share(None, np.array(["gpus"], object))) == [1.0]

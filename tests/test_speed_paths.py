@@ -28,11 +28,16 @@ def test_a_what_if_in_one_pass_equals_each_side_alone(learned, rows):
     steps = scenarios.parse(["allreduce-nvlink"])
     together = learned.speedup_table(table, steps)
     for side, alone in ((together.baseline, learned.predict_table(table)), (together.target, learned.predict_table(scenarios.apply(table, steps)))):
-        np.testing.assert_array_equal(side.step_time_s, alone.step_time_s)
-        np.testing.assert_array_equal(side.lower_s, alone.lower_s)
-        np.testing.assert_array_equal(side.upper_s, alone.upper_s)
+        # Each side's learned prediction is the one it gets alone ...
+        np.testing.assert_array_equal(side.learned.log_step_time_s, alone.learned.log_step_time_s)
+        np.testing.assert_array_equal(side.learned.lower_s, alone.learned.lower_s)
+        np.testing.assert_array_equal(side.learned.upper_s, alone.learned.upper_s)
         assert list(side.extrapolation) == list(alone.extrapolation)
-    assert np.isfinite(together.speedup).sum() > k // 2  # most jobs take the scenario
+    np.testing.assert_array_equal(together.baseline.step_time_s, learned.predict_table(table).step_time_s)
+    # ... and the target shown is the baseline over the speedup (the what-if's share of the correction's change).
+    ok = np.isfinite(together.speedup)
+    np.testing.assert_allclose(together.target.step_time_s[ok], together.baseline.step_time_s[ok] / together.speedup[ok], rtol=1e-12)
+    assert ok.sum() > k // 2  # most jobs take the scenario
 
 
 def test_intervals_by_factorized_bins_equal_those_by_sorted_bins(learned):

@@ -87,7 +87,7 @@ def fit_calibrated(
     measured_ratio = pair_log_ratios(pairs, ds.log_measured_s)
     correction_ratio = pair_log_ratios(pairs, oof_residual)
     group_a, group_b = ds.group[pairs["a"].to_numpy()], ds.group[pairs["b"].to_numpy()]
-    shares = pair_shares(kinds, measured_ratio - physics_ratio, correction_ratio, group_a, comparable=group_a == group_b)
+    shares = pair_shares(kinds, measured_ratio - physics_ratio, correction_ratio, comparable=group_a == group_b)
     pair_residuals = measured_ratio - (physics_ratio + pair_share(shares, kinds) * correction_ratio)
     model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
     model.fit(ds.features.values, ds.residual, sample_weight=sample_weights(ds.group), feature_names=ds.features.names)
