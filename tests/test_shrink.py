@@ -53,6 +53,36 @@ def test_no_held_out_value_of_ten_runs_may_lose_more_than_two_points_to_the_phys
     assert best_share(small, np.full(110, 0.03), weights, np.r_[np.zeros(100), np.ones(10)])[0] == 0.65
 
 
+def test_a_gain_that_depends_on_which_values_were_held_out_is_noise():
+    """Four held-out values of 9 runs (too few for the no-harm rule): the correction is right on two, wrong on two.
+
+    Share 1 has the least mean error (0.0809 against 0.0906 at share 0) but the 0.0097 gain is well inside
+    one standard error of the values' spread (0.099: the two halves disagree by 0.16-0.18 each), so the
+    share stays at the physics. Had every value gained alike, the full share stays.
+    """
+    right, wrong = np.full(9, 0.2), np.full(9, 0.15)
+    measured = np.r_[right, right, np.zeros(18)]
+    correction = np.r_[right, right, wrong, wrong]
+    values = np.repeat([0, 1, 2, 3], 9)
+    share, mape = best_share(measured, correction, np.ones(36), values)
+    assert SHARE_GRID[int(np.argmin(mape))] == 1.0
+    assert mape[0] - mape.min() == pytest.approx((2 * 0.1813 - 2 * 0.1618) / 4, abs=1e-3)
+    assert share == 0.0
+    assert best_share(np.r_[right, right, right, right], np.r_[right, right, right, right], np.ones(36), values)[0] == 1.0
+
+
+def test_the_standard_error_is_the_spread_of_the_values_changes():
+    """Hand-computed: changes 1.632, 1.632, -1.456, -1.456 on weights 9 each -> sqrt(4/3 x sum of squares) / 36."""
+    from training.shrink import _group_standard_error
+
+    change = np.array([[9 * 0.1813, 9 * 0.1813, -9 * 0.1618, -9 * 0.1618]])
+    mean = change.sum() / 36
+    expected = np.sqrt(4 / 3 * ((change[0] - mean * 9) ** 2).sum()) / 36
+    assert _group_standard_error(change, np.full(4, 9.0))[0] == pytest.approx(expected)
+    assert expected == pytest.approx(0.0992, abs=1e-3)
+    assert _group_standard_error(change[:, :1], np.full(1, 9.0))[0] == 0.0  # one value: no spread to measure
+
+
 @pytest.fixture(scope="module")
 def testbed_dataset(testbed_runs):
     from training.dataset import build_dataset
