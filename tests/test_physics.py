@@ -482,6 +482,28 @@ def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_th
     assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)
 
 
+def test_each_group_counts_as_the_square_root_of_its_runs_in_the_fit():
+    """Four runs of one GPU type exact, one run of another twice as slow as the physics (APE 0.5):
+    unweighted MAPE 0.5 / 5 = 0.1; weighted, the four count 1/2 each and the one counts 1, so
+    0.5 x 1 / (4 x 1/2 + 1) = 1/6. The fit's objective is the weighted one."""
+    from training.physics_fit import INITIAL, PhysicsProblem, objective
+
+    jobs = []
+    for batch in (8, 16, 32, 64, 128):
+        job = _job()
+        job["workload"]["batch_size_per_gpu"] = batch
+        jobs.append(job)
+    resolved = _resolved(jobs)
+    exact = PhysicsProblem(resolved, np.ones(5)).step_time_s(INITIAL)
+    measured = exact * np.array([1, 1, 1, 1, 2.0])
+    rows = np.ones(5, bool)
+    assert objective(PhysicsProblem(resolved, measured), rows, INITIAL) == pytest.approx(0.1)
+    weighted = PhysicsProblem(resolved, measured, np.array(["a", "a", "a", "a", "b"], object))
+    assert objective(weighted, rows, INITIAL) == pytest.approx(1 / 6)
+    # Weights follow the rows fitted: without the lone run only group "a" is left, all weights equal.
+    np.testing.assert_allclose(weighted.row_weights(np.array([1, 1, 1, 1, 0], bool)), 1.0)
+
+
 def test_restarting_the_simplex_never_raises_the_fitted_loss(monkeypatch):
     """Fresh-simplex restarts keep a point only where the objective falls: the restarted fit ends at
     or below a single Nelder-Mead pass, on runs the physics made at other constants."""

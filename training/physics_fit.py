@@ -5,7 +5,11 @@ fractions of the matrix and memory roofs, the operator-size curve's
 half-efficiency point, and scales on the software catalogue's launch latency
 and host overhead) are fitted by minimising the mean absolute percentage
 error of the physics' step time over the training runs (Nelder-Mead on their
-logarithms, attainable fractions kept in (0, 1]). Held-out figures refit the
+logarithms, attainable fractions kept in (0, 1]), each cross-validation group
+(a GPU type, an MLPerf benchmark, a testbed topology:
+:func:`training.dataset.cv_groups`) counting as the square root of its runs,
+as in the residual's fit: one GPU type holds 40% of the public runs, and an
+unweighted fit tunes the physics for it. Held-out figures refit the
 constants without the held-out group's runs.
 """
 
@@ -21,7 +25,8 @@ from scipy.optimize import minimize
 from features.catalog_base import CATALOG_DIR
 from features.mechanisms import PHYSICS_CONSTANTS, PhysicsConstants, physics_constants
 from features.resolve import ResolvedJobs
-from training.dataset import network_of
+from training.cv import sample_weights
+from training.dataset import cv_groups, network_of
 
 #: Start of every fit: attainable fractions near what large training kernels reach.
 INITIAL = PhysicsConstants(
@@ -79,6 +84,13 @@ class PhysicsProblem:
 
     resolved: ResolvedJobs
     measured_s: np.ndarray
+    #: Each run's cross-validation group (weights: each group counts as the square root of its runs); None: equal.
+    groups: np.ndarray | None = None
+
+    def row_weights(self, rows: np.ndarray) -> np.ndarray:
+        """Weights of the runs of ``rows`` (a boolean mask) in a fit on them, mean 1."""
+        n = int(np.count_nonzero(rows))
+        return np.ones(n) if self.groups is None else sample_weights(np.asarray(self.groups)[rows])
 
     def __post_init__(self) -> None:
         breakdown = self.resolved.breakdown()
@@ -96,12 +108,18 @@ def _unpack(x: np.ndarray) -> PhysicsConstants:
     return PhysicsConstants(**values)
 
 
-def objective(problem: PhysicsProblem, rows: np.ndarray, constants: PhysicsConstants, prior_weight: float = PRIOR_WEIGHT) -> float:
-    """What a fit minimises: the physics' MAPE on ``rows`` plus ``prior_weight`` x the squared log of
-    each catalogue scale (:data:`CATALOGUE_SCALES`); 1e9 where the physics is not finite."""
+def objective(
+    problem: PhysicsProblem, rows: np.ndarray, constants: PhysicsConstants, prior_weight: float = PRIOR_WEIGHT, weights: np.ndarray | None = None
+) -> float:
+    """What a fit minimises: the physics' MAPE on ``rows``, weighted by ``weights`` (default
+    :meth:`PhysicsProblem.row_weights`), plus ``prior_weight`` x the squared log of each catalogue
+    scale (:data:`CATALOGUE_SCALES`); 1e9 where the physics is not finite."""
+    if weights is None:
+        weights = problem.row_weights(rows)
     predicted = problem.step_time_s(constants)[rows]
     scales = np.log([getattr(constants, name) for name in CATALOGUE_SCALES])
-    value = float(np.mean(np.abs(predicted / problem.measured_s[rows] - 1.0))) + prior_weight * float(np.sum(scales**2))
+    errors = np.abs(predicted / problem.measured_s[rows] - 1.0)
+    value = float(errors @ weights / weights.sum()) + prior_weight * float(np.sum(scales**2))
     return value if np.isfinite(value) else 1e9
 
 
@@ -112,9 +130,11 @@ RESTARTS = 3
 def fit_constants(
     problem: PhysicsProblem, rows: np.ndarray, start: PhysicsConstants = INITIAL, prior_weight: float = PRIOR_WEIGHT
 ) -> PhysicsConstants:
-    """Constants minimising the physics' MAPE on ``rows`` (a boolean mask) of ``problem``, plus
-    ``prior_weight`` x the squared log of each catalogue scale (:data:`CATALOGUE_SCALES`)."""
+    """Constants minimising the physics' weighted MAPE on ``rows`` (a boolean mask) of ``problem``
+    (:func:`objective`), plus ``prior_weight`` x the squared log of each catalogue scale
+    (:data:`CATALOGUE_SCALES`)."""
     names = list(PHYSICS_CONSTANTS)
+    weights = problem.row_weights(rows)
     x_start = np.log([getattr(start, name) for name in PHYSICS_CONSTANTS])
     free = [names.index(name) for name in names if name not in unseen_constants(problem.resolved, rows)]
 
@@ -124,7 +144,7 @@ def fit_constants(
         return x
 
     def loss(x_free: np.ndarray) -> float:
-        return objective(problem, rows, _unpack(full(x_free)), prior_weight)
+        return objective(problem, rows, _unpack(full(x_free)), prior_weight, weights)
 
     x0 = x_start[free]
     bounds = [tuple(np.log(BOUNDS[names[i]])) for i in free]
@@ -268,7 +288,7 @@ class FoldConstants:
     """
 
     def __init__(self, resolved: ResolvedJobs, runs, measured_s: np.ndarray):
-        self.problem = PhysicsProblem(resolved, measured_s)
+        self.problem = PhysicsProblem(resolved, measured_s, cv_groups(runs))
         self.rows = fit_rows(runs)
         self._fitted: dict[bytes, PhysicsConstants] = {}
         self.fitted_on: list[np.ndarray] = []  # row indices of every fit, for the tests

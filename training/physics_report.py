@@ -23,7 +23,7 @@ import pandas as pd
 
 from features.analytical import OVERLAP_STRATEGIES
 from training.cv import ape
-from training.dataset import Dataset, build_dataset, joined_keys
+from training.dataset import Dataset, build_dataset, cv_groups, joined_keys
 from training.pairs import make_pairs, pair_log_ratios
 from training.physics_fit import PhysicsProblem, fit_rows, fit_shipped_constants, held_out_protocols, write_constants
 from training.report import markdown_table
@@ -117,7 +117,7 @@ def _speedup_record(label: str, part: pd.DataFrame) -> dict:
 
 def held_out_tables(ds: Dataset) -> tuple[pd.DataFrame, pd.DataFrame, list]:
     """Held-out MAPE of the roofline physics and the baselines: one row per protocol, and per group."""
-    problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s))
+    problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s), cv_groups(ds.runs))
     protocols = held_out_protocols(problem, ds.runs, ds.breakdown.additive_s, ds.breakdown.overlapped_s)
     overall, per_group = [], []
     for protocol in protocols:
@@ -142,13 +142,13 @@ def constants_table() -> pd.DataFrame:
 def refit_shipped_constants(runs: pd.DataFrame) -> None:
     """Fit the physics' constants on every GPU run and store them as the shipped ones."""
     ds = build_dataset(runs)
-    problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s))
+    problem = PhysicsProblem(ds.resolved, np.exp(ds.log_measured_s), cv_groups(ds.runs))
     constants = fit_shipped_constants(problem, ds.runs)
     n = int(fit_rows(ds.runs).sum())
     write_constants(
         constants,
         f"fitted by `predict physics-report --refit-constants` on {n} GPU runs (every public source; "
-        "Nelder-Mead on the physics' MAPE with a weak prior on the catalogue scales, training.physics_fit)",
+        "Nelder-Mead on the physics' MAPE, each GPU type or benchmark counting as the square root of its runs, with a weak prior on the catalogue scales, training.physics_fit)",
     )
 
 
