@@ -15,7 +15,7 @@ and reports the residual's MAPE side by side from the same run::
 
     predict ablate --out reports/ablation
 
-(about 35 minutes on two cores; no pure-ML baseline is fitted). A group
+(25 to 45 minutes on two cores; no pure-ML baseline is fitted). A group
 earns a place in the shipped features only where it lowers the held-out
 error without raising it elsewhere.
 """
