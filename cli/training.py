@@ -128,10 +128,10 @@ def ablate_command(
     mlperf_csv: MlperfOption = None,
     out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/ablation"),
 ) -> None:
-    """Feature ablation: held-out error with the shipped features and with figures that name a GPU or a model added.
+    """Feature ablation: held-out error with the shipped features, with figures that name a GPU or a model added, and without the framework's name.
 
-    Reruns four protocols of `predict evaluate` (GPU type, GPU generation, MLPerf benchmark and model
-    held out) once per feature set; writes report.md and summary.json. About 35 minutes on 2 cores.
+    Reruns five protocols of `predict evaluate` (GPU type, GPU generation, MLPerf benchmark, model and
+    framework held out) once per feature set; writes report.md and summary.json. About 35 to 60 minutes on 2 cores.
 
     Example: predict ablate --out reports/ablation
     """

@@ -69,12 +69,20 @@ def _categorical(resolved: ResolvedJobs, leaf: str, choices: tuple[str, ...]) ->
     return resolved.table.map_column(leaf, {c: i for i, c in enumerate(choices)}, -1, int)
 
 
-def physical_features(resolved: ResolvedJobs, breakdown: BreakdownArrays, candidates: Sequence[str] = ()) -> FeatureFrame:
+def physical_features(
+    resolved: ResolvedJobs, breakdown: BreakdownArrays, candidates: Sequence[str] = (), without: Sequence[str] = ()
+) -> FeatureFrame:
     """The residual model's inputs (:func:`physical_columns`) as one float matrix, plus the named
-    :data:`CANDIDATE_GROUPS` columns an ablation adds (none in the shipped model)."""
+    :data:`CANDIDATE_GROUPS` columns an ablation adds and less the :data:`REMOVABLE_GROUPS`
+    columns it takes out (neither in the shipped model)."""
     columns = physical_columns(resolved, breakdown)
     if candidates:
         columns.update(candidate_columns(resolved, candidates))
+    unknown = sorted(set(without) - set().union(*REMOVABLE_GROUPS.values()))
+    if unknown:
+        raise ValueError(f"unknown removable features: {', '.join(unknown)}")
+    for name in without:
+        del columns[name]
     return _frame(columns, resolved)
 
 
@@ -209,6 +217,14 @@ CANDIDATE_GROUPS: dict[str, tuple[str, ...]] = {
         "fp32_accumulate_tensor_rate", "log_tdp_w",
     ),
     "identities": ("log_flops_per_sample", "log_param_count", "log_peak_flops_per_s", "device_release_year"),
+}
+
+
+#: Shipped features that name something rather than measure a mechanism, by group, for the ablation
+#: to take out: which framework a job runs (an unseen framework lights none of the seen ones, so the
+#: trees treat it as whichever framework their splits happen to leave).
+REMOVABLE_GROUPS: dict[str, tuple[str, ...]] = {
+    "framework identity": tuple(f"framework_{i}" for i in range(len(FRAMEWORKS))),
 }
 
 

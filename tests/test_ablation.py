@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from features.build import CANDIDATE_GROUPS, MONOTONE_SIGNS, candidate_columns
+from features.build import CANDIDATE_GROUPS, MONOTONE_SIGNS, REMOVABLE_GROUPS, candidate_columns
 from features.resolve import resolve
 from features.table import validate_columns
 
@@ -60,6 +60,22 @@ def test_candidates_stay_out_of_the_shipped_features_and_follow_every_subset(tes
     assert half.features.names == added.features.names
 
 
+def test_a_removable_group_leaves_the_features_of_every_subset_and_nothing_else(testbed_runs):
+    from training.dataset import build_dataset
+
+    shipped = build_dataset(testbed_runs)
+    framework = REMOVABLE_GROUPS["framework identity"]
+    assert framework == ("framework_0", "framework_1", "framework_2", "framework_3", "framework_4", "framework_5")
+    assert set(framework) <= set(shipped.features.names)
+    removed = build_dataset(testbed_runs, without=framework)
+    assert removed.features.names == tuple(n for n in shipped.features.names if n not in framework)
+    kept = [shipped.features.names.index(n) for n in removed.features.names]
+    np.testing.assert_array_equal(removed.features.values, shipped.features.values[:, kept])
+    assert removed.subset(np.arange(len(removed)) % 2 == 0).features.names == removed.features.names
+    with pytest.raises(ValueError, match="unknown removable features: log_device_s"):
+        build_dataset(testbed_runs, without=("log_device_s",))
+
+
 @pytest.fixture(scope="module")
 def public_runs():
     """Lambda runs of three GPU types and three generations (12 each)."""
@@ -76,11 +92,15 @@ def public_runs():
 def test_each_variant_scores_the_evaluations_groups_and_only_its_fits_see_the_candidates(public_runs, monkeypatch):
     import training.ablation as ablation
     import training.evaluate as evaluate
-    from training.ablation import mape_by_group, protocols, run_ablation
+    from training.ablation import FeatureSet, mape_by_group, protocols, run_ablation
     from training.dataset import build_dataset
 
-    # Two of the variants keep the test short; the loop over them is the same for three.
-    VARIANTS = {"shipped features": (), "+ gpu-mechanisms": CANDIDATE_GROUPS["gpu-mechanisms"]}
+    # Three of the variants keep the test short; the loop over them is the same for four.
+    VARIANTS = {
+        "shipped features": FeatureSet(),
+        "+ gpu-mechanisms": FeatureSet(added=CANDIDATE_GROUPS["gpu-mechanisms"]),
+        "- framework identity": FeatureSet(removed=REMOVABLE_GROUPS["framework identity"]),
+    }
     monkeypatch.setattr(ablation, "VARIANTS", VARIANTS)
 
     seen: list[tuple[tuple[str, ...], frozenset]] = []
@@ -93,7 +113,7 @@ def test_each_variant_scores_the_evaluations_groups_and_only_its_fits_see_the_ca
     monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
     result = run_ablation(public_runs, "roofline", FAST_PARAMS, FAST_ROUNDS)
 
-    # Lambda rows only: the GPU-type, generation and model protocols, not MLPerf's.
+    # Lambda rows only: the GPU-type, generation and model protocols, not MLPerf's nor the frameworks'.
     assert list(result["protocols"]) == [
         "Lambda, leave one GPU type out", "All sources, leave one GPU generation out",
         "Lambda and DeepLearningExamples, leave one model out",
@@ -106,12 +126,14 @@ def test_each_variant_scores_the_evaluations_groups_and_only_its_fits_see_the_ca
             assert set(by_group) == {"all", *entry["groups"]}
             assert all(np.isfinite(v) for v in by_group.values())
 
-    # Each variant's fits see exactly its own candidates; a held-out GPU type reaches none of its fold's fits.
+    # Each variant's fits see exactly its own features; a held-out GPU type reaches none of its fold's fits.
     shipped = build_dataset(public_runs).features.names
     folds_per_variant = len(seen) // len(VARIANTS)
-    for i, (variant, candidates) in enumerate(VARIANTS.items()):
+    for i, (variant, change) in enumerate(VARIANTS.items()):
+        expected = (*(n for n in shipped if n not in change.removed), *change.added)
         for names, gpus in seen[i * folds_per_variant:(i + 1) * folds_per_variant]:
-            assert names == (*shipped, *candidates), variant
+            assert names == expected, variant
+    assert result["variants"]["- framework identity"] == {"added": [], "removed": list(REMOVABLE_GROUPS["framework identity"])}
     three = {"A100-SXM4-80GB", "V100-SXM2-32GB", "RTX-4090"}
     gpu_folds = [gpus for names, gpus in seen[:3]]  # the first protocol's three folds
     assert sorted(g for fold in gpu_folds for g in three - fold) == sorted(three)

@@ -7,17 +7,21 @@ internals (SM count, clock, L2, tensor-core generation, FP32 lanes, the
 FP32-accumulate rate, TDP) and the identities (FLOPs per sample, parameter
 count, peak FLOP/s, release year). Trees can use either to recognise a GPU
 or a model they were trained on; what matters is whether that helps on one
-they were not. This module reruns four held-out protocols of
+they were not. The shipped features still name the framework
+(:data:`features.build.REMOVABLE_GROUPS`); the same question asks whether
+they should. This module reruns five held-out protocols of
 :func:`training.report.run_evaluation`, with the same groups, exclusions,
 fixed hyperparameters, refitted physics constants, shrinkage and domain
-rules, once with the shipped features and once per candidate group added,
-and reports the residual's MAPE side by side from the same run::
+rules, once with the shipped features, once per candidate group added and
+once per removable group taken out, and reports the residual's MAPE side by
+side from the same run::
 
     predict ablate --out reports/ablation
 
 (25 to 45 minutes on two cores; no pure-ML baseline is fitted). A group
 earns a place in the shipped features only where it lowers the held-out
-error without raising it elsewhere.
+error without raising it elsewhere; a removable group leaves them on the
+same terms.
 """
 
 from __future__ import annotations
@@ -31,15 +35,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from features.build import CANDIDATE_GROUPS
+from features.build import CANDIDATE_GROUPS, REMOVABLE_GROUPS
 from training.cv import ape
 from training.dataset import Dataset, build_dataset, network_of, text_keys
 from training.evaluate import LAMBDA, held_out, source_of
-from training.importers import is_mlperf
+from training.importers import DLPERF_SOURCE, is_mlperf
 from training.report import DLE_SOURCES, gpu_generations
 
-#: The shipped feature set, then each candidate group added to it.
-VARIANTS: dict[str, tuple[str, ...]] = {"shipped features": (), **{f"+ {name}": cols for name, cols in CANDIDATE_GROUPS.items()}}
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """The shipped features with ``added`` columns (candidates) and without ``removed`` ones."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+#: The shipped feature set, then each candidate group added to it, then each removable group taken out.
+VARIANTS: dict[str, FeatureSet] = {
+    "shipped features": FeatureSet(),
+    **{f"+ {name}": FeatureSet(added=cols) for name, cols in CANDIDATE_GROUPS.items()},
+    **{f"- {name}": FeatureSet(removed=cols) for name, cols in REMOVABLE_GROUPS.items()},
+}
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,7 @@ class Protocol:
 
 
 def protocols(ds: Dataset) -> list[Protocol]:
-    """The four protocols the ablation reruns, defined as :func:`training.report.run_evaluation` defines them."""
+    """The five protocols the ablation reruns, defined as :func:`training.report.run_evaluation` defines them."""
     source = source_of(ds)
     runs = ds.runs
     gpu = text_keys(runs["gpu"]).to_numpy(object)
@@ -67,6 +84,10 @@ def protocols(ds: Dataset) -> list[Protocol]:
         Protocol("MLPerf (all rounds), leave one benchmark out", "mlperf-benchmark", model, mlperf, np.where(mlperf, model, None)),
         Protocol(
             "Lambda and DeepLearningExamples, leave one model out", "model", model, (source == LAMBDA) | np.isin(source, DLE_SOURCES)
+        ),
+        Protocol(
+            "DLPerf and DeepLearningExamples, leave one framework out", "framework", text_keys(runs["framework"]).to_numpy(object),
+            (source == DLPERF_SOURCE) | np.isin(source, DLE_SOURCES),
         ),
     ]
     return [p for p in out if p.scored.any()]
@@ -83,13 +104,17 @@ def run_ablation(runs: pd.DataFrame, baseline: str, params: dict, rounds: int, p
     """Every protocol under every :data:`VARIANTS` feature set.
 
     Returns ``{"protocols": {NAME: {"n": N, "groups": {GROUP: N}, "physics": {GROUP: MAPE},
-    "residual": {VARIANT: {GROUP: MAPE}}}}, "variants": {VARIANT: [features]}, "seconds": S}``,
+    "residual": {VARIANT: {GROUP: MAPE}}}}, "variants": {VARIANT: {"added": [features], "removed":
+    [features]}}, "seconds": S}``,
     MAPE in percent with the group "all" for the protocol as a whole.
     """
     started = time.perf_counter()
-    out: dict = {"protocols": {}, "variants": {name: list(cols) for name, cols in VARIANTS.items()}}
-    for variant, candidates in VARIANTS.items():
-        ds = build_dataset(runs, baseline, candidates=candidates)
+    out: dict = {
+        "protocols": {},
+        "variants": {name: {"added": list(f.added), "removed": list(f.removed)} for name, f in VARIANTS.items()},
+    }
+    for variant, feature_set in VARIANTS.items():
+        ds = build_dataset(runs, baseline, candidates=feature_set.added, without=feature_set.removed)
         for p in protocols(ds):
             if progress is not None:
                 progress(f"{variant}: {p.name}")
@@ -109,14 +134,16 @@ def markdown(result: dict) -> str:
     """The ablation as markdown: per protocol, the residual's MAPE under each variant, overall and per group."""
     variants = list(result["variants"])
     lines = [
-        "# Feature ablation: do figures that name a GPU or a model transfer?",
+        "# Feature ablation: do figures that name a GPU, a model or a framework transfer?",
         "",
-        "Residual MAPE (%) of the physics + residual model on held-out groups, with the shipped features and with each "
-        "candidate group added (`features/build.py` CANDIDATE_GROUPS); the physics alone for reference. Same protocols, "
-        "fixed hyperparameters, refitted constants and domain rules as `predict evaluate`; one run.",
+        "Residual MAPE (%) of the physics + residual model on held-out groups, with the shipped features, with each "
+        "candidate group added (`features/build.py` CANDIDATE_GROUPS) and with each removable group taken out "
+        "(REMOVABLE_GROUPS); the physics alone for reference. Same protocols, fixed hyperparameters, refitted constants "
+        "and domain rules as `predict evaluate`; one run.",
         "",
     ]
-    for name, cols in result["variants"].items():
+    for name, change in result["variants"].items():
+        cols = change["added"] or change["removed"]
         if cols:
             lines.append(f"- `{name}`: {', '.join(f'`{c}`' for c in cols)}")
     for name, entry in result["protocols"].items():

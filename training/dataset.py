@@ -54,6 +54,8 @@ class Dataset:
     constants: PhysicsConstants | None = None
     #: Candidate features (features.build.CANDIDATE_GROUPS) added for an ablation; none when shipping.
     candidates: tuple[str, ...] = ()
+    #: Shipped features (features.build.REMOVABLE_GROUPS) taken out for an ablation; none when shipping.
+    without: tuple[str, ...] = ()
 
     @property
     def residual(self) -> np.ndarray:
@@ -65,7 +67,8 @@ class Dataset:
 
     def subset(self, mask: np.ndarray, constants: PhysicsConstants | None = None) -> "Dataset":
         """The rows of ``mask`` (a boolean array), recomputed from their runs (with other physics constants if given)."""
-        return build_dataset(self.runs[mask].reset_index(drop=True), self.baseline, constants or self.constants, self.candidates)
+        runs = self.runs[mask].reset_index(drop=True)
+        return build_dataset(runs, self.baseline, constants or self.constants, self.candidates, self.without)
 
 
 def table_columns(frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -110,13 +113,18 @@ def cv_groups(runs: pd.DataFrame) -> np.ndarray:
 
 
 def build_dataset(
-    runs: pd.DataFrame, baseline: str = DEFAULT_BASELINE, constants: PhysicsConstants | None = None, candidates: tuple[str, ...] = ()
+    runs: pd.DataFrame,
+    baseline: str = DEFAULT_BASELINE,
+    constants: PhysicsConstants | None = None,
+    candidates: tuple[str, ...] = (),
+    without: tuple[str, ...] = (),
 ) -> Dataset:
     """Features and targets of measured runs; rows that fail to resolve raise (load them through ``training.runs`` first).
 
     ``constants`` replaces the shipped physics constants (a held-out
     evaluation fits them without the held-out group); ``candidates`` adds
-    features the shipped set leaves out (:data:`features.build.CANDIDATE_GROUPS`, for an ablation).
+    features the shipped set leaves out (:data:`features.build.CANDIDATE_GROUPS`, for an ablation)
+    and ``without`` takes shipped ones out (:data:`features.build.REMOVABLE_GROUPS`).
     """
     runs = runs.reset_index(drop=True)
     table = validate_columns(table_columns(runs), len(runs))
@@ -134,7 +142,7 @@ def build_dataset(
         runs=runs,
         resolved=resolved,
         breakdown=breakdown,
-        features=physical_features(resolved, breakdown, candidates),
+        features=physical_features(resolved, breakdown, candidates, without),
         raw=raw_features(resolved),
         baseline=baseline,
         log_measured_s=np.log(measured),
@@ -142,6 +150,7 @@ def build_dataset(
         group=cv_groups(runs),
         constants=constants,
         candidates=tuple(candidates),
+        without=tuple(without),
     )
 
 
