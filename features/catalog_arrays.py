@@ -41,6 +41,7 @@ class CatalogArrays:
     # Mechanisms (features.mechanisms) and op classes (features.op_counting).
     device_is_gpu: np.ndarray
     device_sm_count: np.ndarray  # NaN where the catalogue has none
+    device_cores: np.ndarray  # CPU devices' cores shared by a job's processes; NaN where none
     #: Tensor cores' hardware rate over the catalogue's (FP32-accumulate) peak: 2 on GeForce parts, else 1.
     device_tensor_hardware_scale: np.ndarray
     link_ring_efficiency: np.ndarray
@@ -139,6 +140,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_default_batch=np.array([w.default_batch_size_per_gpu for w in specs], float),
         device_is_gpu=np.array([d.kind == "gpu" for d in devices], bool),
         device_sm_count=np.array([mechanisms[d.name].sm_count if d.name in mechanisms else np.nan for d in devices], float),
+        device_cores=np.array([d.cores or np.nan for d in devices], float),
         device_tensor_hardware_scale=np.array(
             [1.0 / mechanisms[d.name].fp32_accumulate_tensor_rate if d.name in mechanisms else 1.0 for d in devices], float
         ),

@@ -38,6 +38,11 @@ One training step of one GPU:
     fitted scale): small batches on fast GPUs become launch-bound;
   - the per-step host overhead of the framework.
 
+  On a CPU device (the testbed's host) the measured rates are attainable as
+  they are, per process; a job whose processes (workers' ranks and
+  parameter servers) outnumber the cores they share time-slices them, and
+  each of its steps takes ``processes / cores`` times as long.
+
   Kernels per step are the counted forward, backward and optimizer kernels,
   the optimizer with PyTorch's multi-tensor ``foreach`` kernels (its default
   on GPUs); the per-tensor count stays in the catalogue.
@@ -245,6 +250,8 @@ class DeviceInputs:
     tensor_hardware_scale: np.ndarray | None = None
     #: Matrix FLOPs of 3x3 stride-1 convolutions, which Winograd algorithms compute on the FP32 path (None: 0).
     winograd_flops: np.ndarray | None = None
+    #: A CPU device's processes per core it shares among them, where above 1 (None or NaN: 1).
+    processes_per_core: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -304,12 +311,21 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         )
     launch_scale = np.where(gpu, k.launch_scale, 1.0)
     host_scale = np.where(gpu, k.host_scale, 1.0)
+    slicing = time_slicing(d)
     return DeviceTimes(
-        matrix_s=matrix_s,
-        memory_bound_s=memory_bound_s,
-        launch_s=d.kernels * d.kernel_launch_latency_s * launch_scale,
-        host_s=d.host_overhead_s * host_scale,
+        matrix_s=matrix_s * slicing,
+        memory_bound_s=memory_bound_s * slicing,
+        launch_s=d.kernels * d.kernel_launch_latency_s * launch_scale * slicing,
+        host_s=d.host_overhead_s * host_scale * slicing,
     )
+
+
+def time_slicing(d: DeviceInputs) -> np.ndarray | float:
+    """How many times longer a CPU device's step takes when its processes outnumber its cores (1 elsewhere)."""
+    if d.processes_per_core is None:
+        return 1.0
+    share = np.where(np.asarray(d.is_gpu, bool), 1.0, np.nan_to_num(d.processes_per_core, nan=1.0))
+    return np.maximum(share, 1.0)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class ResolvedJobs:
     matrix_kernels_per_step: np.ndarray | None = None
     winograd_flops_per_sample: np.ndarray | None = None
     sm_count: np.ndarray | None = None
+    #: CPU devices: the job's processes (workers' ranks and parameter servers) per core they share; NaN elsewhere.
+    processes_per_core: np.ndarray | None = None
     tensor_hardware_scale: np.ndarray | None = None
     device_is_gpu: np.ndarray | None = None
     kernel_launch_latency_s: np.ndarray | None = None
@@ -150,6 +152,7 @@ class ResolvedJobs:
                 self.peak_flops_per_s > self.fp32_peak_flops_per_s if self.uses_tensor_cores is None else self.uses_tensor_cores
             ),
             sm_count=self.sm_count,
+            processes_per_core=self.processes_per_core,
             tensor_hardware_scale=self.tensor_hardware_scale,
             is_gpu=self.device_is_gpu,
             kernel_launch_latency_s=self.kernel_launch_latency_s,
@@ -365,6 +368,8 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     software_latency = cat.software_launch_latency_s[framework, stack]
     software_host = cat.software_host_overhead_s[framework, stack]
 
+    # Every rank of every worker, and on PS/Worker the parameter servers, is a process of its own.
+    processes = total_gpus + np.where(arch == ARCHITECTURE_CODES["ps-worker"], parameter_servers, 0.0)
     precision_peak = cat.peak_flops_per_s[safe_device, precision_index]
     fp32_peak = cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]
     return ResolvedJobs(
@@ -399,6 +404,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         nics_per_node=masked(cols["nics_per_node"]),
         **{name: masked(values) for name, values in op.items()},
         sm_count=masked(cat.device_sm_count[safe_device]),
+        processes_per_core=masked(processes / cat.device_cores[safe_device]),
         tensor_hardware_scale=np.where(ok, cat.device_tensor_hardware_scale[safe_device], 1.0),
         device_is_gpu=np.where(ok, cat.device_is_gpu[safe_device], False),
         kernel_launch_latency_s=masked(software_latency),

@@ -213,6 +213,38 @@ def test_cpu_host_rates_are_taken_as_attainable():
     assert t.launch_s[0] == pytest.approx(5e-3)  # no fitted launch scale
 
 
+def test_a_cpu_host_time_slices_processes_that_outnumber_its_cores():
+    alone = physics.device_times(_device(is_gpu=False), UNIT).total_s[0]
+    # One process on a core of its own: 0.011 + 4e9 / 1e12 + 5e-3 + 1e-3 s at the measured rates.
+    assert alone == pytest.approx(0.021)
+    assert physics.device_times(_device(is_gpu=False, processes_per_core=2.0), UNIT).total_s[0] == pytest.approx(0.042)
+    assert physics.device_times(_device(is_gpu=False, processes_per_core=0.5), UNIT).total_s[0] == pytest.approx(alone)
+    gpu = physics.device_times(_device(), UNIT).total_s[0]
+    assert physics.device_times(_device(processes_per_core=3.0), UNIT).total_s[0] == pytest.approx(gpu)
+
+
+def test_every_rank_and_parameter_server_of_a_testbed_job_shares_the_hosts_cores():
+    cores = hardware_catalog().device("cpu-host").cores
+    assert cores == 2
+    testbed = {"workload": {"model": "testbed-resnet", "precision": "fp32", "batch_size_per_gpu": 8}}
+    jobs = [
+        {**testbed, "cluster": {"gpu": "cpu-host"}},
+        {**testbed, "parallelism": {"architecture": "allreduce-local", "workers": 1, "gpus_per_worker": 4}, "cluster": {"gpu": "cpu-host"}},
+        {
+            **testbed,
+            "parallelism": {"architecture": "ps-worker", "workers": 4, "gpus_per_worker": 1, "parameter_servers": 2},
+            "cluster": {"gpu": "cpu-host", "network": "emulated-250m", "gpus_per_node": 1},
+        },
+        _job(),
+    ]
+    r = _resolved(jobs)
+    np.testing.assert_allclose(r.processes_per_core[:3], [1 / 2, 4 / 2, (4 + 2) / 2])
+    assert np.isnan(r.processes_per_core[3])  # a GPU
+    device = physics.device_times(r.device_inputs(), physics_constants()).total_s
+    one = physics.device_times(dataclasses.replace(r.device_inputs(), processes_per_core=None), physics_constants()).total_s
+    np.testing.assert_allclose(device / one, [1.0, 2.0, 3.0, 1.0])
+
+
 def test_ring_and_tree_hand_computed():
     # 1 MB among 4 ranks at 1 GB/s, 1 us per hop, full efficiency, no call cost.
     ring = physics.ring_allreduce_s(1e6, 4, 1e9, 1e-6, 1.0, 0.0)

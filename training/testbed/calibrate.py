@@ -154,6 +154,7 @@ def catalogue_entries(bench: HostBenchmark, loopback: LinkProbe, tiers: dict[Tie
         "memory_bytes": int(_meminfo_bytes()),
         "host_link": INTRA_NODE_LINK,
         "default_intra_node_link": INTRA_NODE_LINK,
+        "cores": os.cpu_count(),
         "provenance": "measured",
         "source": (
             f"{where}: median of {bench.repeats} single-thread fp32 {MATMUL_N}^3 matmuls (torch "
@@ -161,8 +162,9 @@ def catalogue_entries(bench: HostBenchmark, loopback: LinkProbe, tiers: dict[Tie
             f"over 3 x {TRIAD_ELEMENTS * 4 // 2**20} MiB arrays"
         ),
         "notes": (
-            f"One testbed process (one torch thread). The host's {os.cpu_count()} cores are shared by "
-            "all processes of a run, so runs with more processes than cores see less than this per process. "
+            f"One testbed process (one torch thread). The host's {os.cpu_count()} cores (cores: os.cpu_count() on "
+            "the host) are shared by all processes of a run, on every emulated host, so runs with more processes "
+            "than cores see less than this per process. "
             "memory_bytes is the host's total RAM."
         ),
     }
