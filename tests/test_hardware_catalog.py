@@ -243,6 +243,15 @@ def test_every_gpu_is_documented_and_consistent(catalog):
             assert device.default_intra_node_link == device.host_link, device.name
 
 
+def test_only_cpu_devices_record_the_cores_their_processes_share(catalog):
+    for device in catalog.devices:
+        if device.kind == "gpu":
+            assert device.cores is None, device.name
+        else:
+            assert isinstance(device.cores, int) and device.cores >= 1, device.name
+            assert "cores" in device.notes, device.name
+
+
 def test_fixed_link_names_are_present_and_typed(catalog):
     for name in FIXED_LINK_NAMES:
         link = catalog.links.get(name, "link")

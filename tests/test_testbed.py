@@ -138,6 +138,16 @@ def test_unknown_plan_is_a_spec_error():
 # --- measurement and rows -----------------------------------------------------
 
 
+def test_calibration_writes_the_hosts_cores_into_its_catalogue_entry():
+    from training.testbed.calibrate import HostBenchmark, LinkProbe, catalogue_entries
+
+    bench = HostBenchmark(fp32_flops_per_s=6.5e10, memory_bw_bytes_per_s=1.5e10, repeats=9, torch_version="2.13.0")
+    document = catalogue_entries(bench, LinkProbe(2e-5, 4e9), {}, "host", "2026-12-06")
+    device = document["devices"][0]
+    assert device["cores"] == os.cpu_count()
+    assert f"{os.cpu_count()} cores" in device["notes"]
+
+
 def test_spread_is_interquartile_range_over_median():
     # Quartiles of 1..5 (linear): 2 and 4, median 3.
     assert spread_rel([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2 / 3)
