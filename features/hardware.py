@@ -60,7 +60,7 @@ class DeviceSpec:
     tdp_w: float | None = None
     release_year: int | None = None
     #: CPU devices: the cores that all of a job's processes share (the testbed runs every emulated
-    #: host on one machine). A job with more processes than cores time-slices them.
+    #: host on one machine). A job with more computing ranks than cores time-slices them.
     cores: int | None = None
     family_default: bool = False
     aliases: tuple[str, ...] = ()

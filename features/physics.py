@@ -39,9 +39,12 @@ One training step of one GPU:
   - the per-step host overhead of the framework.
 
   On a CPU device (the testbed's host) the measured rates are attainable as
-  they are, per process; a job whose processes (workers' ranks and
-  parameter servers) outnumber the cores they share time-slices them, and
-  each of its steps takes ``processes / cores`` times as long.
+  they are, per process; a job whose ranks (the processes that compute)
+  outnumber the cores they share time-slices them, and its device time is
+  ``ranks / cores`` times as long. Parameter servers take no core from the
+  workers: they wait while the workers compute, and a gloo process waiting
+  for a message uses no CPU (0.01 s of CPU in a 3 s wait, measured on the
+  testbed host).
 
   Kernels per step are the counted forward, backward and optimizer kernels,
   the optimizer with PyTorch's multi-tensor ``foreach`` kernels (its default
@@ -250,7 +253,7 @@ class DeviceInputs:
     tensor_hardware_scale: np.ndarray | None = None
     #: Matrix FLOPs of 3x3 stride-1 convolutions, which Winograd algorithms compute on the FP32 path (None: 0).
     winograd_flops: np.ndarray | None = None
-    #: A CPU device's processes per core it shares among them, where above 1 (None or NaN: 1).
+    #: A CPU device's computing processes per core they share, where above 1 (None or NaN: 1).
     processes_per_core: np.ndarray | None = None
 
 
@@ -321,7 +324,7 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
 
 
 def time_slicing(d: DeviceInputs) -> np.ndarray | float:
-    """How many times longer a CPU device's step takes when its processes outnumber its cores (1 elsewhere)."""
+    """How many times longer a CPU device's operators take when its ranks outnumber its cores (1 elsewhere)."""
     if d.processes_per_core is None:
         return 1.0
     share = np.where(np.asarray(d.is_gpu, bool), 1.0, np.nan_to_num(d.processes_per_core, nan=1.0))

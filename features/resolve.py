@@ -68,7 +68,7 @@ class ResolvedJobs:
     matrix_kernels_per_step: np.ndarray | None = None
     winograd_flops_per_sample: np.ndarray | None = None
     sm_count: np.ndarray | None = None
-    #: CPU devices: the job's processes (workers' ranks and parameter servers) per core they share; NaN elsewhere.
+    #: CPU devices: the job's ranks (the processes that compute) per core they share; NaN elsewhere.
     processes_per_core: np.ndarray | None = None
     tensor_hardware_scale: np.ndarray | None = None
     device_is_gpu: np.ndarray | None = None
@@ -368,8 +368,6 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     software_latency = cat.software_launch_latency_s[framework, stack]
     software_host = cat.software_host_overhead_s[framework, stack]
 
-    # Every rank of every worker, and on PS/Worker the parameter servers, is a process of its own.
-    processes = total_gpus + np.where(arch == ARCHITECTURE_CODES["ps-worker"], parameter_servers, 0.0)
     precision_peak = cat.peak_flops_per_s[safe_device, precision_index]
     fp32_peak = cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]
     return ResolvedJobs(
@@ -404,7 +402,9 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         nics_per_node=masked(cols["nics_per_node"]),
         **{name: masked(values) for name, values in op.items()},
         sm_count=masked(cat.device_sm_count[safe_device]),
-        processes_per_core=masked(processes / cat.device_cores[safe_device]),
+        # Every rank computes at once; parameter servers sleep while the workers compute (a gloo
+        # process waiting for a message uses no CPU), so they take no core from them.
+        processes_per_core=masked(total_gpus / cat.device_cores[safe_device]),
         tensor_hardware_scale=np.where(ok, cat.device_tensor_hardware_scale[safe_device], 1.0),
         device_is_gpu=np.where(ok, cat.device_is_gpu[safe_device], False),
         kernel_launch_latency_s=masked(software_latency),

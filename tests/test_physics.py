@@ -223,7 +223,7 @@ def test_a_cpu_host_time_slices_processes_that_outnumber_its_cores():
     assert physics.device_times(_device(processes_per_core=3.0), UNIT).total_s[0] == pytest.approx(gpu)
 
 
-def test_every_rank_and_parameter_server_of_a_testbed_job_shares_the_hosts_cores():
+def test_every_rank_of_a_testbed_job_shares_the_hosts_cores_and_parameter_servers_take_none():
     cores = hardware_catalog().device("cpu-host").cores
     assert cores == 2
     testbed = {"workload": {"model": "testbed-resnet", "precision": "fp32", "batch_size_per_gpu": 8}}
@@ -238,11 +238,11 @@ def test_every_rank_and_parameter_server_of_a_testbed_job_shares_the_hosts_cores
         _job(),
     ]
     r = _resolved(jobs)
-    np.testing.assert_allclose(r.processes_per_core[:3], [1 / 2, 4 / 2, (4 + 2) / 2])
+    np.testing.assert_allclose(r.processes_per_core[:3], [1 / 2, 4 / 2, 4 / 2])
     assert np.isnan(r.processes_per_core[3])  # a GPU
     device = physics.device_times(r.device_inputs(), physics_constants()).total_s
     one = physics.device_times(dataclasses.replace(r.device_inputs(), processes_per_core=None), physics_constants()).total_s
-    np.testing.assert_allclose(device / one, [1.0, 2.0, 3.0, 1.0])
+    np.testing.assert_allclose(device / one, [1.0, 2.0, 2.0, 1.0])
 
 
 def test_ring_and_tree_hand_computed():
