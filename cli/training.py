@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import domain_errors, echo_json
+from cli.common import domain_errors, echo_json, fail
 from predictor.api import default_model_dir
 
 RunsOption = Annotated[
@@ -127,22 +127,33 @@ def ablate_command(
     lambda_csv: LambdaOption = None,
     mlperf_csv: MlperfOption = None,
     out: Annotated[Path, typer.Option("--out", help="Report directory.")] = Path("reports/ablation"),
+    seeds: Annotated[int, typer.Option("--seeds", min=1, max=20, help="Rerun every fit with seeds 0..K-1 of XGBoost's sampling; 3 or more decide by the module's rule.")] = 1,
+    variant: Annotated[
+        list[str] | None, typer.Option("--variant", help="Only this variant beside the shipped features (repeatable), e.g. '- framework identity'.")
+    ] = None,
 ) -> None:
     """Feature ablation: held-out error with the shipped features, with figures that name a GPU or a model added, and without the framework's name.
 
     Reruns five protocols of `predict evaluate` (GPU type, GPU generation, MLPerf benchmark, model and
-    framework held out) once per feature set; writes report.md and summary.json. About 35 to 60 minutes on 2 cores.
+    framework held out) once per feature set and seed; writes report.md and summary.json. About 30 to 45
+    minutes on 2 cores for all variants and one seed; about 8 minutes per variant and seed.
 
     Example: predict ablate --out reports/ablation
     """
     from predictor.outputs import output_dir
-    from training.ablation import run_ablation, write
+    from training.ablation import VARIANTS, run_ablation, write
     from training.dataset import DEFAULT_BASELINE
     from training.model import DEFAULT_PARAMS, DEFAULT_ROUNDS
 
     output_dir(out, "--out")
+    unknown = sorted(set(variant or ()) - set(VARIANTS))
+    if unknown:
+        fail(f"--variant: {', '.join(unknown)} is not a variant; allowed: {', '.join(repr(v) for v in VARIANTS)}")
     gathered = _gather(runs, lambda_csv, mlperf_csv)
-    result = run_ablation(gathered.runs, DEFAULT_BASELINE, DEFAULT_PARAMS, DEFAULT_ROUNDS, progress=lambda text: typer.echo(f"- {text}", err=True))
+    result = run_ablation(
+        gathered.runs, DEFAULT_BASELINE, DEFAULT_PARAMS, DEFAULT_ROUNDS,
+        progress=lambda text: typer.echo(f"- {text}", err=True), seeds=seeds, variants=tuple(variant) if variant else None,
+    )
     typer.echo(f"wrote {write(result, out)}")
 
 

@@ -146,3 +146,94 @@ def test_each_variant_scores_the_evaluations_groups_and_only_its_fits_see_the_ca
     assert gpu_protocol["residual"]["shipped features"] == pytest.approx(mape_by_group(ds, direct.log_residual_model_s, p))
     errors = pd.Series(np.abs(np.exp(direct.log_physics_s - ds.log_measured_s) - 1) * 100)
     assert gpu_protocol["physics"]["all"] == pytest.approx(errors[p.scored].mean())
+
+
+def _seeded(per_protocol: dict[str, list[tuple[float, float]]], seeds: int) -> dict:
+    """A run_ablation-shaped result: per protocol, (shipped, variant) "all" MAPE per seed."""
+    protocols = {
+        name: {"residual_by_seed": {"shipped features": [{"all": s} for s, _ in pairs], "- names": [{"all": v} for _, v in pairs]}}
+        for name, pairs in per_protocol.items()
+    }
+    return {"protocols": protocols, "seeds": seeds, "variants": {"shipped features": {"added": [], "removed": []}, "- names": {"added": [], "removed": ["x"]}}}
+
+
+def test_verdicts_follow_the_rule_written_before_the_run():
+    """d = variant - shipped per seed; lowers if mean < -2 SE, raises if mean > +SE (SE = sd / sqrt(K))."""
+    from training.ablation import verdicts
+
+    # A: d = -1.0, -0.8, -1.2: mean -1.0, sd 0.2, SE 0.115: lowers. B: d = +0.1, -0.1, 0.0: mean 0, neither.
+    lowers = {"A": [(10.0, 9.0), (10.0, 9.2), (10.0, 8.8)], "B": [(20.0, 20.1), (20.0, 19.9), (20.0, 20.0)]}
+    verdict = verdicts(_seeded(lowers, 3))["- names"]
+    assert verdict["protocols"]["A"]["mean"] == pytest.approx(-1.0)
+    assert verdict["protocols"]["A"]["se"] == pytest.approx(0.2 / math.sqrt(3))
+    assert [e["effect"] for e in verdict["protocols"].values()] == ["lowers", "neither"]
+    assert verdict["decision"].startswith("leave the shipped features")
+
+    # B now d = +0.3, +0.2, +0.4: mean 0.3 > SE 0.058: raises, so the gain on A does not ship it.
+    raises = {**lowers, "B": [(20.0, 20.3), (20.0, 20.2), (20.0, 20.4)]}
+    verdict = verdicts(_seeded(raises, 3))["- names"]
+    assert verdict["protocols"]["B"]["effect"] == "raises"
+    assert verdict["decision"].startswith("do not leave the shipped features")
+
+    # A gain of one SE is not enough: d = -0.1, -0.3, -0.2: mean -0.2, SE 0.058, -2 SE = -0.115 -> lowers;
+    # d = -0.1, -0.5, 0.0: mean -0.2, sd 0.265, SE 0.153, -2 SE = -0.306 -> neither.
+    noisy = {"A": [(10.0, 9.9), (10.0, 9.5), (10.0, 10.0)]}
+    verdict = verdicts(_seeded(noisy, 3))["- names"]
+    assert verdict["protocols"]["A"]["effect"] == "neither"
+    assert verdict["decision"].startswith("do not leave")
+
+    # Fewer than three seeds decide nothing.
+    two = {"A": [(10.0, 9.0), (10.0, 9.2)]}
+    verdict = verdicts(_seeded(two, 2))["- names"]
+    assert verdict["decision"].startswith("undecided") and verdict["protocols"]["A"]["effect"] == "neither"
+
+
+def test_seeds_reach_every_fit_and_the_figure_is_their_mean(public_runs, monkeypatch):
+    import training.evaluate as evaluate
+    from training.ablation import run_ablation
+
+    seen: list[int] = []
+    real_fit = evaluate.fit_calibrated
+
+    def fit_calibrated(sub, params, rounds, seed=0):
+        seen.append(seed)
+        return real_fit(sub, params, rounds, seed)
+
+    monkeypatch.setattr(evaluate, "fit_calibrated", fit_calibrated)
+    params = {**FAST_PARAMS, "subsample": 0.5, "colsample_bytree": 0.5}
+    result = run_ablation(public_runs, "roofline", params, FAST_ROUNDS, seeds=2, variants=("- framework identity",))
+    assert list(result["variants"]) == ["shipped features", "- framework identity"]
+    entry = result["protocols"]["Lambda and DeepLearningExamples, leave one model out"]
+    runs = entry["residual_by_seed"]["shipped features"]
+    assert len(runs) == 2
+    assert entry["residual"]["shipped features"]["all"] == pytest.approx((runs[0]["all"] + runs[1]["all"]) / 2)
+    # Each protocol's folds run once per seed, in order: 0 for every fold, then 1.
+    assert set(seen) == {0, 1} and seen.count(0) == seen.count(1)
+    assert result["verdicts"]["- framework identity"]["decision"].startswith("undecided")
+    with pytest.raises(ValueError, match="unknown variants: - gpu names"):
+        run_ablation(public_runs, "roofline", params, FAST_ROUNDS, variants=("- gpu names",))
+
+
+def test_a_seed_reaches_the_fit_and_the_out_of_fold_correction(public_runs):
+    from training.dataset import build_dataset
+    from training.train import fit_calibrated
+
+    ds = build_dataset(public_runs)
+    params = {**FAST_PARAMS, "subsample": 0.5, "colsample_bytree": 0.5}
+    (m1, oof1, _, _), (again, oof_again, _, _), (m2, oof2, _, _) = (fit_calibrated(ds, params, FAST_ROUNDS, seed) for seed in (1, 1, 2))
+    X = ds.features.values
+    np.testing.assert_array_equal(m1.predict(X), again.predict(X))
+    np.testing.assert_array_equal(oof1, oof_again)
+    assert not np.array_equal(m1.predict(X), m2.predict(X))
+    assert not np.array_equal(oof1, oof2)
+
+
+def test_an_unknown_variant_is_one_line_and_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    result = CliRunner().invoke(app, ["ablate", "--variant", "- gpu names", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "--variant: - gpu names is not a variant; allowed: 'shipped features'" in result.stderr

@@ -22,6 +22,19 @@ side from the same run::
 earns a place in the shipped features only where it lowers the held-out
 error without raising it elsewhere; a removable group leaves them on the
 same terms.
+
+One run cannot tell a change of a few tenths of a point from XGBoost's row
+and column sampling, so the decision is made over seeds (``--seeds K``, every
+fit of every fold seeded alike, the shipped features refitted with each
+seed) by a rule fixed before any seeded run (:func:`verdicts`): per protocol,
+d_s = variant MAPE - shipped MAPE with the same seed s, over all the
+protocol's scored rows; with their mean d and standard error SE (K >= 3),
+the variant *lowers* the error there if d < -2 SE and *raises* it if
+d > +SE. It changes the shipped features only if it lowers the error in at
+least one protocol and raises it in none; otherwise the shipped features
+stay. Gains need twice the evidence that harm does::
+
+    predict ablate --seeds 5 --variant "- framework identity" --out reports/ablation-framework
 """
 
 from __future__ import annotations
@@ -51,9 +64,11 @@ class FeatureSet:
     removed: tuple[str, ...] = ()
 
 
+SHIPPED = "shipped features"
+
 #: The shipped feature set, then each candidate group added to it, then each removable group taken out.
 VARIANTS: dict[str, FeatureSet] = {
-    "shipped features": FeatureSet(),
+    SHIPPED: FeatureSet(),
     **{f"+ {name}": FeatureSet(added=cols) for name, cols in CANDIDATE_GROUPS.items()},
     **{f"- {name}": FeatureSet(removed=cols) for name, cols in REMOVABLE_GROUPS.items()},
 }
@@ -100,33 +115,84 @@ def mape_by_group(ds: Dataset, log_predicted_s: np.ndarray, p: Protocol) -> dict
     return {"all": float(errors.mean()), **{str(k): float(v) for k, v in errors.groupby(level=0, sort=False).mean().items()}}
 
 
-def run_ablation(runs: pd.DataFrame, baseline: str, params: dict, rounds: int, progress: Callable[[str], None] | None = None) -> dict:
-    """Every protocol under every :data:`VARIANTS` feature set.
+def run_ablation(
+    runs: pd.DataFrame,
+    baseline: str,
+    params: dict,
+    rounds: int,
+    progress: Callable[[str], None] | None = None,
+    seeds: int = 1,
+    variants: tuple[str, ...] | None = None,
+) -> dict:
+    """Every protocol under the shipped features and each of ``variants`` (all :data:`VARIANTS` by default), per seed.
 
     Returns ``{"protocols": {NAME: {"n": N, "groups": {GROUP: N}, "physics": {GROUP: MAPE},
-    "residual": {VARIANT: {GROUP: MAPE}}}}, "variants": {VARIANT: {"added": [features], "removed":
-    [features]}}, "seconds": S}``,
-    MAPE in percent with the group "all" for the protocol as a whole.
+    "residual": {VARIANT: {GROUP: MAPE}}, "residual_by_seed": {VARIANT: [{GROUP: MAPE}, ...]}}},
+    "variants": {VARIANT: {"added": [features], "removed": [features]}}, "seeds": K,
+    "verdicts": {VARIANT: ...}, "seconds": S}``, MAPE in percent with the group "all" for the protocol
+    as a whole; ``residual`` is the mean over seeds; ``verdicts`` is :func:`verdicts`'s.
     """
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    unknown = sorted(set(variants or ()) - set(VARIANTS))
+    if unknown:
+        raise ValueError(f"unknown variants: {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    chosen = {name: VARIANTS[name] for name in VARIANTS if variants is None or name == SHIPPED or name in variants}
     started = time.perf_counter()
     out: dict = {
         "protocols": {},
-        "variants": {name: {"added": list(f.added), "removed": list(f.removed)} for name, f in VARIANTS.items()},
+        "variants": {name: {"added": list(f.added), "removed": list(f.removed)} for name, f in chosen.items()},
+        "seeds": seeds,
     }
-    for variant, feature_set in VARIANTS.items():
+    for variant, feature_set in chosen.items():
         ds = build_dataset(runs, baseline, candidates=feature_set.added, without=feature_set.removed)
         for p in protocols(ds):
-            if progress is not None:
-                progress(f"{variant}: {p.name}")
-            result = held_out(ds, p.scheme, p.groups, p.scored, params, rounds, exclude=p.exclude, pure_ml=False)
-            entry = out["protocols"].setdefault(p.name, {"residual": {}})
-            entry["residual"][variant] = mape_by_group(ds, result.log_residual_model_s, p)
+            entry = out["protocols"].setdefault(p.name, {"residual": {}, "residual_by_seed": {}})
+            by_seed = entry["residual_by_seed"].setdefault(variant, [])
+            for seed in range(seeds):
+                if progress is not None:
+                    progress(f"{variant}: {p.name}" + (f" (seed {seed})" if seeds > 1 else ""))
+                result = held_out(ds, p.scheme, p.groups, p.scored, params, rounds, exclude=p.exclude, pure_ml=False, seed=seed)
+                by_seed.append(mape_by_group(ds, result.log_residual_model_s, p))
+            entry["residual"][variant] = {group: float(np.mean([m[group] for m in by_seed])) for group in by_seed[0]}
             # The physics does not read the residual's features: the same in every variant.
             entry["physics"] = mape_by_group(ds, result.log_physics_s, p)
             sizes = pd.Series(p.groups[p.scored]).value_counts(sort=False)
             entry["groups"] = {str(k): int(v) for k, v in sizes.items()}
             entry["n"] = int(p.scored.sum())
+    out["verdicts"] = verdicts(out)
     out["seconds"] = time.perf_counter() - started
+    return out
+
+
+#: The fewest seeds :func:`verdicts` decides on.
+MIN_SEEDS = 3
+
+
+def verdicts(result: dict) -> dict[str, dict]:
+    """The rule of the module docstring, per variant: ``{"protocols": {NAME: {"mean": d, "se": SE,
+    "effect": "lowers" | "raises" | "neither"}}, "decision": TEXT}`` (d and SE in MAPE points)."""
+    out: dict[str, dict] = {}
+    for variant, change in result["variants"].items():
+        if variant == SHIPPED:
+            continue
+        entries = {}
+        for name, entry in result["protocols"].items():
+            runs = entry["residual_by_seed"]
+            d = np.array([v["all"] - s["all"] for v, s in zip(runs[variant], runs[SHIPPED], strict=True)])
+            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) >= MIN_SEEDS else float("nan")
+            mean = float(d.mean())
+            effect = "neither" if np.isnan(se) else "lowers" if mean < -2 * se else "raises" if mean > se else "neither"
+            entries[name] = {"mean": mean, "se": se, "effect": effect}
+        effects = [e["effect"] for e in entries.values()]
+        verb = "leave the shipped features" if change["removed"] else "join the shipped features"
+        if result["seeds"] < MIN_SEEDS:
+            decision = f"undecided: {result['seeds']} seed(s), the rule needs {MIN_SEEDS}"
+        elif "lowers" in effects and "raises" not in effects:
+            decision = f"{verb}: lowers the held-out error in {effects.count('lowers')} protocol(s), raises it in none"
+        else:
+            decision = f"do not {verb}: lowers the error in {effects.count('lowers')} protocol(s), raises it in {effects.count('raises')}"
+        out[variant] = {"protocols": entries, "decision": decision}
     return out
 
 
@@ -139,7 +205,8 @@ def markdown(result: dict) -> str:
         "Residual MAPE (%) of the physics + residual model on held-out groups, with the shipped features, with each "
         "candidate group added (`features/build.py` CANDIDATE_GROUPS) and with each removable group taken out "
         "(REMOVABLE_GROUPS); the physics alone for reference. Same protocols, fixed hyperparameters, refitted constants "
-        "and domain rules as `predict evaluate`; one run.",
+        "and domain rules as `predict evaluate`; "
+        + ("one run." if result["seeds"] == 1 else f"mean over {result['seeds']} seeds of XGBoost's sampling."),
         "",
     ]
     for name, change in result["variants"].items():
@@ -154,6 +221,18 @@ def markdown(result: dict) -> str:
             cells = [f"{entry['residual'][v][group]:.1f}" for v in variants]
             label = f"**{group}**" if group == "all" else group
             lines.append(f"| {label} | {n} | {entry['physics'][group]:.1f} | " + " | ".join(cells) + " |")
+    if result["verdicts"]:
+        lines += [
+            "", "## Decision", "",
+            "Per protocol, d = variant MAPE - shipped MAPE with the same seed, its mean over seeds and the standard "
+            "error (SE) of that mean, in points. A variant lowers the error where d < -2 SE and raises it where d > +SE; "
+            "it changes the shipped features only if it lowers the error somewhere and raises it nowhere "
+            "(`training/ablation.py`, fixed before any seeded run).",
+        ]
+        for variant, verdict in result["verdicts"].items():
+            lines += ["", f"### {variant}: {verdict['decision']}", "", "| protocol | d | SE | effect |", "|---|---|---|---|"]
+            for name, e in verdict["protocols"].items():
+                lines.append(f"| {name} | {e['mean']:+.2f} | {e['se']:.2f} | {e['effect']} |")
     lines += ["", f"Run time: {result['seconds'] / 60:.0f} minutes.", ""]
     return "\n".join(lines)
 

@@ -53,13 +53,14 @@ def out_of_fold(
     params: dict,
     num_boost_round: int,
     on_fold: Callable[[int, np.ndarray], None] | None = None,
+    seed: int = 0,
 ) -> np.ndarray:
-    """Out-of-fold predicted log residuals (NaN for rows in no validation fold)."""
+    """Out-of-fold predicted log residuals (NaN for rows in no validation fold); ``seed`` seeds XGBoost's row and column sampling."""
     out = np.full(len(ds), np.nan)
     X, y = ds.features.values, ds.residual
     weights = sample_weights(ds.group)
     for k, (train, valid) in enumerate(folds):
-        model = ResidualRegressor(params=params, num_boost_round=num_boost_round)
+        model = ResidualRegressor(params=params, num_boost_round=num_boost_round, seed=seed)
         model.fit(X[train], y[train], sample_weight=weights[train], feature_names=ds.features.names)
         out[valid] = model.predict(X[valid])
         if on_fold is not None:

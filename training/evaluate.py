@@ -80,6 +80,7 @@ def held_out(
     pair_kinds: tuple[str, ...] = (),
     pair_suffix: str = "",
     pure_ml: bool = True,
+    seed: int = 0,
 ) -> HeldOut:
     """Leave each group of ``groups`` (among ``scored`` rows) out in turn.
 
@@ -88,6 +89,7 @@ def held_out(
     Lambda runs are held out). Pairs of ``pair_kinds`` among each held-out
     group's runs are scored too, their kind named with ``pair_suffix``.
     ``pure_ml=False`` skips the pure-ML baseline (its column stays NaN).
+    ``seed`` seeds XGBoost's row and column sampling in every fit of a fold.
     """
     n = len(ds)
     out = HeldOut(scheme, np.full(n, None, object), *(np.full(n, np.nan) for _ in range(5)))
@@ -99,22 +101,22 @@ def held_out(
         # The physics' constants too are fitted without the held-out group.
         constants = fold_constants(train) if fold_constants is not None else None
         sub = ds.subset(train, constants)
-        model, _, _, _ = fit_calibrated(sub, params, rounds)
+        model, _, _, _ = fit_calibrated(sub, params, rounds, seed)
         test_ds = ds.subset(test, constants)
-        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, params, rounds, confidence_level)
+        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, params, rounds, confidence_level, seed)
         rows = np.flatnonzero(test)
         out.group[rows] = group
         out.log_residual_model_s[rows] = y_hat
         out.log_physics_s[rows] = test_ds.log_analytical_s
         out.lower_s[rows], out.upper_s[rows] = np.exp(low), np.exp(high)
         if pure_ml:
-            out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds)
+            out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds, seed)
         if pair_kinds:
             out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group, pair_suffix))
     return out
 
 
-def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, rounds: int, confidence_level: float):
+def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, rounds: int, confidence_level: float, seed: int = 0):
     """Log step times and interval bounds for ``test`` as the shipped model would give them.
 
     The training fold's domain decides, as an artefact's does, where the
@@ -124,7 +126,7 @@ def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, round
     (:mod:`training.shrink`), for the facts the test rows lie outside of.
     """
     domain = training_domain(train)
-    domain["shrink"] = shrink_shares(estimate_shrink(train, params, rounds, unseen_labels(domain, test.resolved)))
+    domain["shrink"] = shrink_shares(estimate_shrink(train, params, rounds, unseen_labels(domain, test.resolved), seed))
     _, pooled = domain_notes(domain, test.resolved, test.features)
     kept, combination_notes = unseen_facts(domain, test.resolved)
     bins = model.calibration_.bin_for(run_bin_keys(test.runs))
@@ -133,9 +135,9 @@ def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, round
     return faded_prediction(model.calibration_, test.log_analytical_s, residual, kept, bins, confidence_level)
 
 
-def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int) -> np.ndarray:
+def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int, seed: int = 0) -> np.ndarray:
     """The same XGBoost on raw job fields, predicting log step time directly."""
-    model = ResidualRegressor(params=params, num_boost_round=rounds)
+    model = ResidualRegressor(params=params, num_boost_round=rounds, seed=seed)
     model.fit(train.raw.values, train.log_measured_s, sample_weight=sample_weights(train.group))
     return model.predict(test.raw.values)
 

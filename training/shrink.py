@@ -119,7 +119,9 @@ def str_or_none(value) -> str | None:
     return None if value is None else str(value)
 
 
-def estimate_shrink(ds: Dataset, params: dict, rounds: int, labels: tuple[str, ...] | list[str] = FACTS) -> dict[str, ShrinkEstimate]:
+def estimate_shrink(
+    ds: Dataset, params: dict, rounds: int, labels: tuple[str, ...] | list[str] = FACTS, seed: int = 0
+) -> dict[str, ShrinkEstimate]:
     """Per fact of ``labels`` with at least two values among ``ds``'s runs: the share an unseen value keeps."""
     facts = fact_codes(ds.resolved)
     X, y, row_weights = ds.features.values, ds.residual, sample_weights(ds.group)
@@ -135,7 +137,7 @@ def estimate_shrink(ds: Dataset, params: dict, rounds: int, labels: tuple[str, .
         for train, test in GroupKFold(min(FOLDS, n_values)).split(known, groups=codes):
             # Rows without the fact (custom models, failed lookups) always train.
             fit_rows = np.setdiff1d(np.arange(len(ds)), known[test])
-            model = ResidualRegressor(params=params, num_boost_round=rounds)
+            model = ResidualRegressor(params=params, num_boost_round=rounds, seed=seed)
             model.fit(X[fit_rows], y[fit_rows], sample_weight=row_weights[fit_rows], feature_names=ds.features.names)
             correction[known[test]] = model.predict(X[known[test]])
         # Each held-out value counts as the square root of its size, as groups do in fitting.

@@ -78,7 +78,7 @@ def fit_calibrated(
     log speedups so predicted.
     """
     folds = group_folds(ds.group, N_SPLITS)
-    oof_residual = out_of_fold(ds, folds, params, num_boost_round)
+    oof_residual = out_of_fold(ds, folds, params, num_boost_round, seed=seed)
     oof_log_step = ds.log_analytical_s + oof_residual
     step_keys = run_bin_keys(ds.runs)
     pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
@@ -140,7 +140,7 @@ def train(
     metrics = {f"cv_{k}": v for k, v in summarize(errors).items()}
     metrics.update({f"analytical_{k}": v for k, v in summarize(analytical_errors).items()})
     fold_metrics = [summarize(errors[valid]) | {"fold": k} for k, (_, valid) in enumerate(folds)]
-    shrink = estimate_shrink(ds, tuning.params, tuning.num_boost_round)
+    shrink = estimate_shrink(ds, tuning.params, tuning.num_boost_round, seed=seed)
     group_metrics = {
         str(group): summarize(errors[ds.group == group])["mape"] for group in np.unique(ds.group)
     }
