@@ -148,6 +148,65 @@ def test_calibration_writes_the_hosts_cores_into_its_catalogue_entry():
     assert f"{os.cpu_count()} cores" in device["notes"]
 
 
+def test_the_two_rank_ring_model_is_solved_at_the_two_probe_sizes():
+    """A 1 GB/s link with 20 us hops: 4 KiB in 0.5 ms, 16 MiB in 50 ms.
+
+    Bus bandwidth (16 MiB - 4 KiB) / 49.5 ms = 338.8 MB/s, efficiency 0.3388; the fixed cost is
+    0.5 ms - 2 x 20 us - 4096 B / 338.8 MB/s = 0.4479 ms."""
+    from training.testbed.calibrate import CollectiveProbe, collective_entry, large_message_bytes
+
+    probe = CollectiveProbe("shared-memory", 1e9, 20e-6, 4096, 0.5e-3, 16 * 2**20, 50e-3)
+    assert probe.efficiency == pytest.approx((16 * 2**20 - 4096) / 49.5e-3 / 1e9)
+    assert probe.efficiency == pytest.approx(0.33884, rel=1e-4)
+    assert probe.call_latency_s == pytest.approx(0.5e-3 - 40e-6 - 4096 / (probe.efficiency * 1e9))
+    assert probe.call_latency_s == pytest.approx(0.4479e-3, rel=1e-3)
+    entry = collective_entry(probe, "vm", "2026-12-06")
+    assert (entry["name"], entry["ring_bus_bw_efficiency"], entry["tree_bus_bw_efficiency"]) == ("shared-memory", 0.339, 0.339)
+    assert entry["call_latency_s"] == pytest.approx(4.48e-4) and entry["provenance"] == "measured"
+    assert "calibrate-collectives` on vm, 2026-12-06" in entry["source"]
+    # Faster than the link (a TCP goodput figure below the wire's): capped at 1, and said so.
+    fast = CollectiveProbe("emulated-1g", 1.25e8, 30e-6, 4096, 0.3e-3, 2**20, 5e-3)
+    assert fast.efficiency > 1 and collective_entry(fast, "vm", "d")["ring_bus_bw_efficiency"] == 1.0
+    assert "capped at 1" in collective_entry(fast, "vm", "d")["source"]
+    # About a quarter second of the rate, in whole MiB, between 1 and 16 MiB.
+    assert large_message_bytes(12.5e6) == 2 * 2**20  # 100 Mbit/s: 3.1 MB -> 2 MiB
+    assert large_message_bytes(5e8) == 16 * 2**20 and large_message_bytes(1e6) == 2**20
+
+
+def test_collective_entries_replace_only_the_links_they_name(tmp_path):
+    import json
+
+    from training.testbed.calibrate import COLLECTIVES_PATH, update_collectives
+
+    path = tmp_path / "collectives.json"
+    path.write_text(COLLECTIVES_PATH.read_text())
+    before = json.loads(path.read_text())
+    entry = {"name": "emulated-1g", "ring_bus_bw_efficiency": 0.5, "tree_bus_bw_efficiency": 0.5, "call_latency_s": 1e-3,
+             "provenance": "measured", "source": "probe"}
+    new = {**entry, "name": "emulated-2g"}
+    after = update_collectives([entry, new], path)
+    assert json.loads(path.read_text()) == after
+    assert after["link_kinds"] == before["link_kinds"]
+    by_name = {e["name"]: e for e in after["links"]}
+    assert by_name["emulated-1g"] == entry and by_name["emulated-2g"] == new
+    assert [e for e in after["links"] if e["name"] not in ("emulated-1g", "emulated-2g")] == [
+        e for e in before["links"] if e["name"] != "emulated-1g"
+    ]
+
+
+@needs_testbed
+def test_a_real_allreduce_probe_over_loopback_gives_a_cost_per_call_and_a_bus_bandwidth():
+    from training.testbed.calibrate import probe_allreduce
+    from training.testbed.netns import EmulatedNetwork
+
+    with EmulatedNetwork(1) as net:
+        probe = probe_allreduce(net, Topology("allreduce-local", workers=2), "shared-memory", 4e9, 20e-6, 29460)
+    assert probe.large_s > probe.small_s > 0
+    # gloo over loopback: tens of microseconds to milliseconds per call, and some hundreds of MB/s or more.
+    assert 1e-5 < probe.small_s < 0.05
+    assert 0.01 < probe.efficiency
+
+
 def test_spread_is_interquartile_range_over_median():
     # Quartiles of 1..5 (linear): 2 and 4, median 3.
     assert spread_rel([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2 / 3)

@@ -14,6 +14,15 @@ loopback TCP, measured as goodput and one-way latency between two
 processes) and one ``emulated-<rate>`` network link per tier, whose
 bandwidth is the configured ``tc`` rate and whose latency is measured
 between two emulated hosts at that tier.
+
+``calibrate-collectives`` measures what gloo's all-reduce makes of each
+link (:func:`calibrate_collectives`): two testbed processes (on one host
+for ``shared-memory``, on two emulated hosts for a tier) time bare
+all-reduces of a small and a large message, and the ring model of
+:func:`features.physics.ring_allreduce_s` with two ranks,
+``t = S / (efficiency * bw) + 2 * latency + call latency``, solved at the
+two sizes gives the link's bus-bandwidth efficiency and gloo's fixed cost
+per call. They go to the link's entry in ``catalog/collectives.json``.
 """
 
 from __future__ import annotations
@@ -31,15 +40,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from features.hardware import HARDWARE_DIR
+from features.catalog_base import CATALOG_DIR
 from training.testbed.netns import EmulatedNetwork, check_available
 from training.testbed.plan import DEVICE_NAME, FULL_TIERS, INTRA_NODE_LINK, SMOKE_TIERS
 from training.testbed.tiers import Tier, parse_tiers
 
 HARDWARE_PATH = HARDWARE_DIR / "testbed.json"
+COLLECTIVES_PATH = CATALOG_DIR / "collectives.json"
 MATMUL_N = 1024
 TRIAD_ELEMENTS = 64 * 2**20
 PROBE_PORT = 5201
 COMMAND = "python -m training.testbed calibrate"
+COLLECTIVES_COMMAND = "python -m training.testbed calibrate-collectives"
+#: The small message of the all-reduce probe (its time is almost all fixed cost).
+SMALL_MESSAGE_BYTES = 4096
+#: The large message moves for about this long at the link's rate, within the bounds below.
+LARGE_MESSAGE_S = 0.25
+LARGE_MESSAGE_BOUNDS_BYTES = (2**20, 16 * 2**20)
+PROBE_REPEATS = {"small": 30, "large": 7}
 #: The tiers the plans use.
 DEFAULT_TIERS = parse_tiers(FULL_TIERS + SMOKE_TIERS)
 
@@ -231,3 +249,112 @@ def calibrate(tiers: tuple[Tier, ...], out_path: Path = HARDWARE_PATH, progress=
     progress(f"calibrate: wrote {out_path}")
     return document
 
+
+
+@dataclass(frozen=True)
+class CollectiveProbe:
+    """Medians of bare two-rank gloo all-reduces of two sizes over one link, and the ring model solved at them."""
+
+    link: str
+    bw_bytes_per_s: float
+    latency_s: float
+    small_bytes: int
+    small_s: float
+    large_bytes: int
+    large_s: float
+
+    @property
+    def efficiency(self) -> float:
+        """Bus bandwidth over the link's: the large message's extra bytes over its extra time, over ``bw``."""
+        return (self.large_bytes - self.small_bytes) / ((self.large_s - self.small_s) * self.bw_bytes_per_s)
+
+    @property
+    def call_latency_s(self) -> float:
+        """The small message's time less its two hops and its bytes at the measured bus bandwidth (at least 0)."""
+        bytes_s = self.small_bytes / (self.efficiency * self.bw_bytes_per_s)
+        return max(0.0, self.small_s - 2 * self.latency_s - bytes_s)
+
+
+def large_message_bytes(bw_bytes_per_s: float) -> int:
+    """About :data:`LARGE_MESSAGE_S` of the link's rate, in whole MiB within :data:`LARGE_MESSAGE_BOUNDS_BYTES`."""
+    low, high = LARGE_MESSAGE_BOUNDS_BYTES
+    wanted = int(bw_bytes_per_s * LARGE_MESSAGE_S) // 2**20 * 2**20
+    return min(high, max(low, wanted))
+
+
+def probe_allreduce(network: EmulatedNetwork, topology, link: str, bw_bytes_per_s: float, latency_s: float, port: int) -> CollectiveProbe:
+    """Two testbed processes of ``topology`` time all-reduces of the small and the large message; rank 0's medians."""
+    from training.testbed.processes import ProcessSet
+
+    large = large_message_bytes(bw_bytes_per_s)
+    medians = {}
+    with ProcessSet(topology, network, port) as processes:
+        for label, size in (("small", SMALL_MESSAGE_BYTES), ("large", large)):
+            replies = processes.run({"op": "allreduce-probe", "sizes_bytes": [size], "repeats": PROBE_REPEATS[label]})
+            medians[label] = statistics.median(replies[0]["seconds"][str(size)])
+    return CollectiveProbe(link, bw_bytes_per_s, latency_s, SMALL_MESSAGE_BYTES, medians["small"], large, medians["large"])
+
+
+def collective_entry(probe: CollectiveProbe, host: str, date: str) -> dict:
+    """The link's ``links`` entry of ``collectives.json``: gloo's bus efficiency and call latency, measured."""
+    efficiency = round(min(1.0, probe.efficiency), 3)
+    return {
+        "name": probe.link,
+        "ring_bus_bw_efficiency": efficiency,
+        # gloo runs a ring whatever the size; with two ranks a tree is the same exchange.
+        "tree_bus_bw_efficiency": efficiency,
+        "call_latency_s": float(f"{probe.call_latency_s:.3g}"),
+        "provenance": "measured",
+        "source": (
+            f"`{COLLECTIVES_COMMAND}` on {host}, {date}: two testbed processes (one torch thread each) time bare gloo "
+            f"all-reduces of {probe.small_bytes} B (median of {PROBE_REPEATS['small']}: {probe.small_s * 1e3:.3f} ms) and "
+            f"{probe.large_bytes // 2**20} MiB (median of {PROBE_REPEATS['large']}: {probe.large_s * 1e3:.1f} ms); the "
+            f"two-rank ring model solved at both sizes: bus bandwidth {probe.efficiency * probe.bw_bytes_per_s / 1e6:.0f} MB/s "
+            f"({probe.efficiency:.0%} of the link's {probe.bw_bytes_per_s / 1e6:.0f} MB/s), fixed cost per call "
+            f"{probe.call_latency_s * 1e3:.3f} ms beyond two hops of {probe.latency_s * 1e6:.0f} us"
+            + (" (efficiency capped at 1)" if probe.efficiency > 1 else "")
+        ),
+    }
+
+
+def update_collectives(entries: list[dict], path: Path = COLLECTIVES_PATH) -> dict:
+    """Replace (or add) the named links' entries of ``collectives.json``; every other entry stays as it is."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    names = {e["name"] for e in entries}
+    kept = [e for e in document["links"] if e["name"] not in names]
+    document["links"] = kept + entries
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return document
+
+
+def calibrate_collectives(tiers: tuple[Tier, ...], path: Path | None = None, progress=print) -> list[CollectiveProbe]:
+    """Probe gloo's all-reduce over the host's loopback and each tier; write the links' entries to ``path`` if given.
+
+    Link bandwidths and latencies are the hardware catalogue's (``calibrate``),
+    so the efficiency is of the same figure the physics divides by.
+    """
+    from features.hardware import hardware_catalog
+    from training.testbed.plan import Topology
+
+    check_available()
+    host = socket.gethostname()
+    date = datetime.now(timezone.utc).date().isoformat()
+    links = hardware_catalog().links
+    probes = []
+    with EmulatedNetwork(2) as network:
+        chosen = [(None, INTRA_NODE_LINK, Topology("allreduce-local", workers=2))]
+        chosen += [(tier, tier.link_name, Topology("allreduce-cluster", workers=2)) for tier in tiers]
+        for i, (tier, name, topology) in enumerate(chosen):
+            if tier is not None:
+                network.set_tier(tier)
+            link = links.get(name, "link")
+            probe = probe_allreduce(network, topology, name, link.bw_bytes_per_s, link.latency_s, PROBE_PORT + 1 + i)
+            probes.append(probe)
+            progress(
+                f"  {name}: {probe.small_s * 1e3:.3f} ms at {probe.small_bytes} B, {probe.large_s * 1e3:.1f} ms at "
+                f"{probe.large_bytes // 2**20} MiB: efficiency {probe.efficiency:.2f}, call {probe.call_latency_s * 1e3:.3f} ms"
+            )
+    if path is not None:
+        update_collectives([collective_entry(p, host, date) for p in probes], path)
+        progress(f"calibrate-collectives: wrote {path}")
+    return probes

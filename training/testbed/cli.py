@@ -1,4 +1,4 @@
-"""Command line of the testbed: ``python -m training.testbed collect|calibrate``.
+"""Command line of the testbed: ``python -m training.testbed collect|calibrate|calibrate-collectives``.
 
 :func:`collect_command` is also what the product CLI mounts as
 ``predict collect``.
@@ -72,5 +72,35 @@ def calibrate_command(
         raise typer.Exit(code=130) from None
 
 
+def calibrate_collectives_command(
+    tiers: str = typer.Option("", "--tiers", help="Comma-separated tiers (default: those the plans use), e.g. 250m,1g."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Collectives catalogue to update, e.g. features/catalog/collectives.json (default: print only)."
+    ),
+) -> None:
+    """Measure gloo's all-reduce over the host's loopback and each tier: bus efficiency and fixed cost per call.
+
+    Two testbed processes time bare all-reduces of 4 KiB and of about a quarter second of the link's
+    rate; the two-rank ring model solved at both sizes gives the figures. Reads the links' bandwidth
+    and latency from the hardware catalogue (`calibrate`). About 15 seconds. Prints the figures;
+    with --out, writes them as the links' entries of that collectives catalogue. On a 2-core host
+    the 4 KiB time is bimodal (about 0.5 or 3 ms from run to run): compare several runs first.
+
+    Example: python -m training.testbed calibrate-collectives --tiers 100m,250m,1g,4g
+    """
+    from training.testbed.calibrate import DEFAULT_TIERS, calibrate_collectives
+    from training.testbed.tiers import parse_tiers
+
+    try:
+        chosen = parse_tiers(tiers) if tiers else DEFAULT_TIERS
+        calibrate_collectives(chosen, out)
+    except (TestbedUnavailable, SpecError) as error:
+        _fail(str(error))
+    except KeyboardInterrupt:
+        typer.echo("interrupted: namespaces and qdiscs removed, catalogue file unchanged", err=True)
+        raise typer.Exit(code=130) from None
+
+
 app.command("collect")(collect_command)
 app.command("calibrate")(calibrate_command)
+app.command("calibrate-collectives")(calibrate_collectives_command)

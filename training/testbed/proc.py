@@ -9,6 +9,8 @@ Commands:
   "master_port": p, "workers": w, "servers": s}`` joins the process group
   (not for role ``single``);
 * ``{"op": "run", <RunRequest fields>}`` trains and answers the per-step times;
+* ``{"op": "allreduce-probe", "sizes_bytes": [...], "repeats": k}`` times
+  bare gloo all-reduces of each size (``seconds``: size -> times);
 * ``{"op": "exit"}`` leaves the group and exits (so does end of input).
 
 Anything printed by libraries goes to stderr; stdout carries only answers.
@@ -73,6 +75,8 @@ def _serve(commands, answer) -> None:
                         request, state["workers"], state["servers"], state["rank"] - state["workers"]
                     )
                 answer({"ok": True, **result})
+            elif op == "allreduce-probe":
+                answer({"ok": True, "seconds": steps.time_allreduce(command["sizes_bytes"], command["repeats"])})
             else:
                 raise ValueError(f"unknown command {op!r}")
         except Exception:

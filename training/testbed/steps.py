@@ -192,3 +192,24 @@ def run_ps_server(request: RunRequest, workers: int, servers: int, server_index:
         return end - start, updated - pushed, (pushed - start) + (end - updated)
 
     return _timed(step, request, distributed=True)
+
+
+def time_allreduce(sizes_bytes: list[int], repeats: int, warmup: int = 3) -> dict[str, list[float]]:
+    """Wall time of each of ``repeats`` gloo all-reduces (sum) of a float32 tensor of each size, after ``warmup``.
+
+    Every rank runs the same sequence; a barrier before each timed call lets
+    no rank start its clock while another is still in the last one.
+    """
+    out: dict[str, list[float]] = {}
+    for size in sizes_bytes:
+        tensor = torch.zeros(max(1, size // 4), dtype=torch.float32)
+        for _ in range(warmup):
+            dist.all_reduce(tensor)
+        times = []
+        for _ in range(repeats):
+            dist.barrier()
+            start = _now()
+            dist.all_reduce(tensor)
+            times.append(_now() - start)
+        out[str(size)] = times
+    return out
