@@ -42,6 +42,9 @@ class CatalogArrays:
     device_is_gpu: np.ndarray
     device_sm_count: np.ndarray  # NaN where the catalogue has none
     device_cores: np.ndarray  # CPU devices' cores shared by a job's processes; NaN where none
+    #: CPU devices' measured per-operator and per-step costs (NaN where the software catalogue's apply).
+    device_launch_latency_s: np.ndarray
+    device_host_overhead_s: np.ndarray
     #: Tensor cores' hardware rate over the catalogue's (FP32-accumulate) peak: 2 on GeForce parts, else 1.
     device_tensor_hardware_scale: np.ndarray
     link_ring_efficiency: np.ndarray
@@ -51,6 +54,8 @@ class CatalogArrays:
     workload_other_flop_ratio: np.ndarray
     workload_memory_bound_share: np.ndarray  # memory-bound bytes over all counted bytes
     workload_kernels: np.ndarray  # forward + backward + optimizer (foreach) per step
+    #: forward + backward + optimizer (one kernel per tensor: PyTorch's default off GPUs) per step
+    workload_kernels_per_tensor: np.ndarray
     workload_backward_kernels: np.ndarray
     workload_matrix_kernels: np.ndarray
     workload_winograd_share: np.ndarray  # Winograd-eligible FLOPs over matrix FLOPs
@@ -141,6 +146,8 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         device_is_gpu=np.array([d.kind == "gpu" for d in devices], bool),
         device_sm_count=np.array([mechanisms[d.name].sm_count if d.name in mechanisms else np.nan for d in devices], float),
         device_cores=np.array([d.cores or np.nan for d in devices], float),
+        device_launch_latency_s=np.array([d.kernel_launch_latency_s or np.nan for d in devices], float),
+        device_host_overhead_s=np.array([d.host_overhead_s or np.nan for d in devices], float),
         device_tensor_hardware_scale=np.array(
             [1.0 / mechanisms[d.name].fp32_accumulate_tensor_rate if d.name in mechanisms else 1.0 for d in devices], float
         ),
@@ -151,6 +158,9 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_other_flop_ratio=other_ratio,
         workload_memory_bound_share=bound_share,
         workload_kernels=op_array("kernels_forward") + op_array("kernels_backward") + op_array("kernels_optimizer_foreach"),
+        workload_kernels_per_tensor=(
+            op_array("kernels_forward") + op_array("kernels_backward") + op_array("kernels_optimizer_per_tensor")
+        ),
         workload_backward_kernels=op_array("kernels_backward"),
         workload_matrix_kernels=op_array("matrix_kernels"),
         workload_winograd_share=winograd_share,

@@ -62,6 +62,13 @@ class DeviceSpec:
     #: CPU devices: the cores that all of a job's processes share (the testbed runs every emulated
     #: host on one machine). A job with more computing ranks than cores time-slices them.
     cores: int | None = None
+    #: CPU devices: the eager framework's cost of one operator (dispatch and autograd bookkeeping on
+    #: the host) and of one training step outside its operators, measured on the host with the
+    #: framework its jobs run (``python -m training.testbed calibrate``). Where given they replace the
+    #: software catalogue's kernel-launch latency and per-step host overhead, which are GPU figures
+    #: (a CUDA launch, a device synchronisation).
+    kernel_launch_latency_s: float | None = None
+    host_overhead_s: float | None = None
     family_default: bool = False
     aliases: tuple[str, ...] = ()
     notes: str = ""
@@ -123,6 +130,10 @@ def _build(cls, entry: dict, where: str):
     kinds = DEVICE_KINDS if cls is DeviceSpec else LINK_KINDS
     if spec.kind not in kinds:
         raise ValueError(f"{where}: kind {spec.kind!r} not in {kinds}")
+    for attr in ("kernel_launch_latency_s", "host_overhead_s"):
+        value = getattr(spec, attr, None)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1):
+            raise ValueError(f"{where}: {attr} {value!r} must be a number of seconds above 0 and below 1 (or absent)")
     max_gpus = getattr(spec, "max_gpus", None)
     if max_gpus is not None and not (isinstance(max_gpus, int) and not isinstance(max_gpus, bool) and max_gpus >= 2):
         raise ValueError(f"{where}: max_gpus {max_gpus!r} must be a whole number of GPUs, 2 or more (or absent: every GPU)")

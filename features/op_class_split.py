@@ -27,7 +27,7 @@ def first_given(*candidates: np.ndarray) -> np.ndarray:
     return out
 
 
-def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -> dict[str, np.ndarray]:
+def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory, per_tensor_optimizer=False) -> dict[str, np.ndarray]:
     """Per-sample op-class volumes and per-step kernels of every job.
 
     A job's own op-class fields win. Otherwise a catalogue model's counted
@@ -35,7 +35,10 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -
     totals, so a job that overrides ``flops_per_sample`` scales its classes;
     a custom model gets the documented default split (features/workloads.py).
     Winograd-eligible FLOPs keep the catalogue model's share of the matrix
-    FLOPs (none for a custom model).
+    FLOPs (none for a custom model). Where ``per_tensor_optimizer`` (jobs on
+    a CPU, where PyTorch's optimizers default to one kernel per tensor), a
+    catalogue model's step counts its per-tensor optimizer kernels instead
+    of the multi-tensor ``foreach`` ones.
     """
 
     def catalogue_or(values: np.ndarray, default: float) -> np.ndarray:
@@ -48,8 +51,13 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory) -
     matrix_flops = first_given(cols["matrix_flops_per_sample"], flops * matrix_ratio)
     bound_bytes = first_given(cols["memory_bound_bytes_per_sample"], memory * bound_share)
     default_kernels = DEFAULT_KERNELS_FORWARD + DEFAULT_KERNELS_BACKWARD + DEFAULT_KERNELS_OPTIMIZER_FOREACH
-    kernels = first_given(cols["kernels_per_step"], catalogue_or(cat.workload_kernels, default_kernels))
-    catalogue_kernels = catalogue_or(cat.workload_kernels, default_kernels)
+    counted = np.where(
+        np.asarray(per_tensor_optimizer, bool) & np.isfinite(cat.workload_kernels_per_tensor[safe_model]),
+        cat.workload_kernels_per_tensor[safe_model],
+        cat.workload_kernels[safe_model],
+    )
+    catalogue_kernels = np.where(has_model, counted, default_kernels)
+    kernels = first_given(cols["kernels_per_step"], catalogue_kernels)
     # A job's own kernel count keeps the catalogue's (or the default's) backward and matrix shares.
     kernel_scale = kernels / catalogue_kernels
     return {

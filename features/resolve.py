@@ -323,7 +323,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     )
     gradient_bytes = first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
     batch = first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
-    op = op_classes(cols, cat, has_model, safe_model, flops, memory)
+    op = op_classes(cols, cat, has_model, safe_model, flops, memory, per_tensor_optimizer=~cat.device_is_gpu[safe_device])
     check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
 
     # Parallelism.
@@ -365,8 +365,10 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
 
     framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
     stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
-    software_latency = cat.software_launch_latency_s[framework, stack]
-    software_host = cat.software_host_overhead_s[framework, stack]
+    # A CPU device's own measured per-operator and per-step costs replace the software catalogue's GPU figures.
+    device_latency, device_host = cat.device_launch_latency_s[safe_device], cat.device_host_overhead_s[safe_device]
+    software_latency = np.where(np.isfinite(device_latency), device_latency, cat.software_launch_latency_s[framework, stack])
+    software_host = np.where(np.isfinite(device_host), device_host, cat.software_host_overhead_s[framework, stack])
 
     precision_peak = cat.peak_flops_per_s[safe_device, precision_index]
     fp32_peak = cat.peak_flops_per_s[safe_device, PRECISIONS.index("fp32")]

@@ -245,6 +245,38 @@ def test_every_rank_of_a_testbed_job_shares_the_hosts_cores_and_parameter_server
     np.testing.assert_allclose(device / one, [1.0, 2.0, 2.0, 1.0])
 
 
+def test_a_cpu_host_takes_its_own_measured_dispatch_costs_and_per_tensor_optimizer_kernels():
+    host = hardware_catalog().device("cpu-host")
+    assert host.provenance == "measured" and 0 < host.kernel_launch_latency_s < 1e-4 and 0 < host.host_overhead_s < 1e-2
+    testbed = {"workload": {"model": "testbed-resnet", "precision": "fp32", "batch_size_per_gpu": 8}}
+    r = _resolved([{**testbed, "cluster": {"gpu": "cpu-host"}}, {**testbed, "cluster": {"gpu": "A100-SXM4-80GB"}}])
+    stock = software_specs()[("pytorch", "stock")]
+    np.testing.assert_allclose(r.kernel_launch_latency_s, [host.kernel_launch_latency_s, stock.kernel_launch_latency_s])
+    np.testing.assert_allclose(r.host_overhead_s, [host.host_overhead_s, stock.host_overhead_s])
+    # testbed-resnet counts 41 forward and 35 backward kernels; its optimizer 89 kernels one tensor at a time and 5
+    # with foreach: 165 on the CPU, 81 on the GPU.
+    ops = workload_catalog().get("testbed-resnet").op_class_figures
+    assert (ops["kernels_forward"], ops["kernels_backward"]) == (41, 35)
+    assert (ops["kernels_optimizer_per_tensor"], ops["kernels_optimizer_foreach"]) == (89, 5)
+    np.testing.assert_allclose(r.kernels_per_step, [165.0, 81.0])
+    # The CPU's launch term is its kernels at its own cost, unscaled by the GPU's fitted launch scale.
+    t = physics.device_times(r.device_inputs(), physics_constants())
+    assert t.launch_s[0] == pytest.approx(165 * host.kernel_launch_latency_s)
+    assert t.host_s[0] == pytest.approx(host.host_overhead_s)
+
+
+def test_a_device_dispatch_cost_must_be_seconds_between_0_and_1(tmp_path):
+    from features.hardware import HARDWARE_DIR, HardwareCatalog
+
+    shipped = json.loads((HARDWARE_DIR / "testbed.json").read_text())
+    for bad in (0, -1e-6, 2.0, "3us", True):
+        device = {**next(d for d in shipped["devices"] if d["name"] == "cpu-host"), "kernel_launch_latency_s": bad}
+        path = tmp_path / "testbed.json"
+        path.write_text(json.dumps({"devices": [device], "links": shipped["links"]}))
+        with pytest.raises(ValueError, match="kernel_launch_latency_s .* must be a number of seconds above 0 and below 1"):
+            HardwareCatalog.from_files([path])
+
+
 def test_ring_and_tree_hand_computed():
     # 1 MB among 4 ranks at 1 GB/s, 1 us per hop, full efficiency, no call cost.
     ring = physics.ring_allreduce_s(1e6, 4, 1e9, 1e-6, 1.0, 0.0)

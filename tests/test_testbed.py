@@ -138,14 +138,46 @@ def test_unknown_plan_is_a_spec_error():
 # --- measurement and rows -----------------------------------------------------
 
 
-def test_calibration_writes_the_hosts_cores_into_its_catalogue_entry():
-    from training.testbed.calibrate import HostBenchmark, LinkProbe, catalogue_entries
+def test_calibration_writes_the_hosts_cores_and_dispatch_costs_into_its_catalogue_entry():
+    from training.testbed.calibrate import DispatchProbe, HostBenchmark, LinkProbe, catalogue_entries
 
-    bench = HostBenchmark(fp32_flops_per_s=6.5e10, memory_bw_bytes_per_s=1.5e10, repeats=9, torch_version="2.13.0")
+    bench = HostBenchmark(
+        fp32_flops_per_s=6.5e10, memory_bw_bytes_per_s=1.5e10, repeats=9, torch_version="2.13.0",
+        dispatch=DispatchProbe((32.0, 776.0), (216e-6, 2448e-6)),
+    )  # fmt: skip
     document = catalogue_entries(bench, LinkProbe(2e-5, 4e9), {}, "host", "2026-12-06")
     device = document["devices"][0]
     assert device["cores"] == os.cpu_count()
     assert f"{os.cpu_count()} cores" in device["notes"]
+    # (2448 - 216) us over 744 kernels = 3.0 us per kernel; 216 - 32 x 3 = 120 us per step.
+    assert device["kernel_launch_latency_s"] == pytest.approx(3.0e-6)
+    assert device["host_overhead_s"] == pytest.approx(120e-6)
+    assert "32 and 776 counted kernels" in device["source"]
+    # The entry is one the catalogue accepts.
+    from features.hardware import DeviceSpec, _build
+
+    assert _build(DeviceSpec, device, "testbed.json").kernel_launch_latency_s == pytest.approx(3.0e-6)
+
+
+def test_the_dispatch_probe_is_the_line_through_two_steps():
+    from training.testbed.calibrate import DispatchProbe
+
+    probe = DispatchProbe((10.0, 110.0), (100e-6, 600e-6))
+    assert probe.per_kernel_s == pytest.approx(5e-6) and probe.step_overhead_s == pytest.approx(50e-6)
+    # A line through the origin's far side never gives a negative step cost.
+    assert DispatchProbe((10.0, 110.0), (40e-6, 600e-6)).step_overhead_s == 0.0
+
+
+@needs_testbed
+def test_a_real_dispatch_probe_on_this_host_costs_microseconds_per_kernel():
+    from training.testbed.calibrate import DISPATCH_PROBE_LAYERS, probe_dispatch
+
+    probe = probe_dispatch(repeats=3, steps=20)
+    # Counted as the catalogue counts: more layers, proportionally more kernels.
+    assert probe.kernels[1] > probe.kernels[0] * DISPATCH_PROBE_LAYERS[1] / DISPATCH_PROBE_LAYERS[0] / 2
+    # An eager CPU operator costs about a microsecond to tens of them; a step's fixed cost well under 10 ms.
+    assert 1e-7 < probe.per_kernel_s < 1e-4
+    assert 0.0 <= probe.step_overhead_s < 1e-2
 
 
 def test_the_two_rank_ring_model_is_solved_at_the_two_probe_sizes():
@@ -153,21 +185,34 @@ def test_the_two_rank_ring_model_is_solved_at_the_two_probe_sizes():
 
     Bus bandwidth (16 MiB - 4 KiB) / 49.5 ms = 338.8 MB/s, efficiency 0.3388; the fixed cost is
     0.5 ms - 2 x 20 us - 4096 B / 338.8 MB/s = 0.4479 ms."""
-    from training.testbed.calibrate import CollectiveProbe, collective_entry, large_message_bytes
+    from training.testbed.calibrate import CollectiveProbe, collective_entry, large_message_bytes, pooled_call_latency_s
 
     probe = CollectiveProbe("shared-memory", 1e9, 20e-6, 4096, 0.5e-3, 16 * 2**20, 50e-3)
     assert probe.efficiency == pytest.approx((16 * 2**20 - 4096) / 49.5e-3 / 1e9)
     assert probe.efficiency == pytest.approx(0.33884, rel=1e-4)
     assert probe.call_latency_s == pytest.approx(0.5e-3 - 40e-6 - 4096 / (probe.efficiency * 1e9))
     assert probe.call_latency_s == pytest.approx(0.4479e-3, rel=1e-3)
-    entry = collective_entry(probe, "vm", "2026-12-06")
+    entry = collective_entry([probe], probe.call_latency_s, "vm", "2026-12-06")
     assert (entry["name"], entry["ring_bus_bw_efficiency"], entry["tree_bus_bw_efficiency"]) == ("shared-memory", 0.339, 0.339)
     assert entry["call_latency_s"] == pytest.approx(4.48e-4) and entry["provenance"] == "measured"
-    assert "calibrate-collectives` on vm, 2026-12-06" in entry["source"]
+    assert "calibrate-collectives` on vm, 2026-12-06, 1 round:" in entry["source"]
     # Faster than the link (a TCP goodput figure below the wire's): capped at 1, and said so.
     fast = CollectiveProbe("emulated-1g", 1.25e8, 30e-6, 4096, 0.3e-3, 2**20, 5e-3)
-    assert fast.efficiency > 1 and collective_entry(fast, "vm", "d")["ring_bus_bw_efficiency"] == 1.0
-    assert "capped at 1" in collective_entry(fast, "vm", "d")["source"]
+    assert fast.efficiency > 1 and collective_entry([fast], 1e-3, "vm", "d")["ring_bus_bw_efficiency"] == 1.0
+    assert "capped at 1" in collective_entry([fast], 1e-3, "vm", "d")["source"]
+    # Over rounds: the link's median efficiency and one call cost, the median over every link and round.
+    # slow: 16 MiB in 70 ms, efficiency 0.2413, call 0.5 - 0.040 - 0.0170 = 0.4430 ms; quick: 36 ms, 0.5083,
+    # call 3.0 - 0.040 - 0.0081 = 2.9519 ms; fast: call 0.3 - 0.060 - 0.0184 = 0.2216 ms. Sorted calls 0.2216,
+    # 0.4430, 0.4479, 2.9519: median (0.4430 + 0.4479) / 2 = 0.4455 ms.
+    slow = CollectiveProbe("shared-memory", 1e9, 20e-6, 4096, 0.5e-3, 16 * 2**20, 70e-3)
+    quick = CollectiveProbe("shared-memory", 1e9, 20e-6, 4096, 3.0e-3, 16 * 2**20, 36e-3)
+    rounds = [slow, probe, quick]
+    assert (slow.efficiency, quick.efficiency) == (pytest.approx(0.24133, rel=1e-4), pytest.approx(0.50828, rel=1e-4))
+    call = pooled_call_latency_s([*rounds, fast])
+    assert call == pytest.approx(0.4455e-3, rel=1e-3)
+    entry = collective_entry(rounds, call, "vm", "2026-12-06")
+    assert entry["ring_bus_bw_efficiency"] == 0.339 and entry["call_latency_s"] == pytest.approx(float(f"{call:.3g}"))
+    assert ", 3 rounds:" in entry["source"]
     # About a quarter second of the rate, in whole MiB, between 1 and 16 MiB.
     assert large_message_bytes(12.5e6) == 2 * 2**20  # 100 Mbit/s: 3.1 MB -> 2 MiB
     assert large_message_bytes(5e8) == 16 * 2**20 and large_message_bytes(1e6) == 2**20
@@ -389,3 +434,17 @@ def test_collect_command_rejects_a_bad_plan_in_one_line():
     result = CliRunner().invoke(app, ["collect", "--plan", "huge", "--out", "unused.csv"])
     assert result.exit_code == 2
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_host_calibration_rounds_give_each_figures_median():
+    from training.testbed.calibrate import DispatchProbe, HostBenchmark, LinkProbe, catalogue_entries, median_benchmark
+
+    def bench(flops, bw, small_s, large_s):
+        return HostBenchmark(flops, bw, 9, "2.13.0", DispatchProbe((32.0, 776.0), (small_s, large_s)))
+
+    rounds = [bench(9.2e10, 3.3e10, 210e-6, 2500e-6), bench(8.4e10, 2.8e10, 230e-6, 2440e-6), bench(8.8e10, 3.0e10, 216e-6, 2448e-6)]
+    combined = median_benchmark(rounds)
+    assert (combined.fp32_flops_per_s, combined.memory_bw_bytes_per_s) == (8.8e10, 3.0e10)
+    assert combined.dispatch.step_s == (216e-6, 2448e-6)
+    device = catalogue_entries(combined, LinkProbe(2e-5, 4e9), {}, "host", "2026-12-06")["devices"][0]
+    assert "median of 3 rounds (FLOP/s 84.0-92.0 G, bandwidth 28.0-33.0 GB/s)" in device["source"]

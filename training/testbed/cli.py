@@ -54,6 +54,7 @@ def collect_command(
 def calibrate_command(
     tiers: str = typer.Option("", "--tiers", help="Comma-separated tiers (default: those the plans use), e.g. 250m,1g."),
     out: Path | None = typer.Option(None, "--out", help="Catalogue file to write (default features/catalog/hardware/testbed.json)."),
+    rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Rounds of host benchmarks; the figures are medians over them."),
 ) -> None:
     """Benchmark this host (single-thread FP32 FLOP/s, memory bandwidth) and its links; write the catalogue file.
 
@@ -64,7 +65,7 @@ def calibrate_command(
 
     try:
         chosen = parse_tiers(tiers) if tiers else DEFAULT_TIERS
-        calibrate(chosen, out or HARDWARE_PATH)
+        calibrate(chosen, out or HARDWARE_PATH, rounds)
     except (TestbedUnavailable, SpecError) as error:
         _fail(str(error))
     except KeyboardInterrupt:
@@ -77,14 +78,16 @@ def calibrate_collectives_command(
     out: Path | None = typer.Option(
         None, "--out", help="Collectives catalogue to update, e.g. features/catalog/collectives.json (default: print only)."
     ),
+    rounds: int = typer.Option(5, "--rounds", min=1, max=50, help="Rounds of probes; the figures are medians over them."),
 ) -> None:
     """Measure gloo's all-reduce over the host's loopback and each tier: bus efficiency and fixed cost per call.
 
     Two testbed processes time bare all-reduces of 4 KiB and of about a quarter second of the link's
     rate; the two-rank ring model solved at both sizes gives the figures. Reads the links' bandwidth
-    and latency from the hardware catalogue (`calibrate`). About 15 seconds. Prints the figures;
-    with --out, writes them as the links' entries of that collectives catalogue. On a 2-core host
-    the 4 KiB time is bimodal (about 0.5 or 3 ms from run to run): compare several runs first.
+    and latency from the hardware catalogue (`calibrate`). About 15 seconds a round. Prints the
+    figures; with --out, writes each link's median efficiency over the rounds and one call cost, the
+    median over every link and round (on a 2-core host the 4 KiB time is bimodal, about 0.5 or 3 ms
+    from run to run, whatever the link).
 
     Example: python -m training.testbed calibrate-collectives --tiers 100m,250m,1g,4g
     """
@@ -93,7 +96,7 @@ def calibrate_collectives_command(
 
     try:
         chosen = parse_tiers(tiers) if tiers else DEFAULT_TIERS
-        calibrate_collectives(chosen, out)
+        calibrate_collectives(chosen, out, rounds)
     except (TestbedUnavailable, SpecError) as error:
         _fail(str(error))
     except KeyboardInterrupt:
