@@ -72,7 +72,11 @@ One training step of one GPU:
   exposed part is the tail that the rest of the backward pass cannot hide:
   with bucket ``k`` ready at ``r_k`` of the backward time ``B`` and taking
   ``t_k``, the last bucket ends at ``max_k (r_k B + sum_{j>=k} t_j)``, and
-  what lies past ``B`` is exposed.
+  what lies past ``B`` is exposed. On a GPU the hidden part is not free:
+  NCCL's kernels run on SMs of their own and move their bytes through the
+  same memory as the backward pass they overlap, which runs slower while
+  they do; a fitted share of the hidden time (``overlap_interference``) is
+  added to the step.
 
 * **Collectives** follow the alpha-beta model of NCCL's algorithms: a ring
   all-reduce of ``S`` bytes among ``n`` costs ``2(n-1)/n S / (e_ring bw) +
@@ -229,6 +233,11 @@ def uniform_exposed_s(total_comm_s_per_bucket, n_buckets, backward_s):
     t, k, b = total_comm_s_per_bucket, n_buckets, backward_s
     end = np.maximum(b / k + k * t, b + t)
     return np.maximum(0.0, end - b)
+
+
+def interfered_exposed_s(comm_s: np.ndarray, exposed_s: np.ndarray, interference: np.ndarray | float) -> np.ndarray:
+    """Exposed communication plus the share ``interference`` of the hidden part, which the overlapped computation loses."""
+    return exposed_s + interference * (comm_s - exposed_s)
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,7 @@ class ResolvedJobs:
         device = physics.device_times(d, k)
         backward = physics.backward_s(device, d, k)
         comm_s, exposed = self.allreduce_overlap(backward)
+        exposed = physics.interfered_exposed_s(comm_s, exposed, np.where(self.device_is_gpu, k.overlap_interference, 0.0))
         is_ps = self.architecture_code == ARCHITECTURE_CODES["ps-worker"]
         comm_s = np.where(is_ps, comm.total_s, comm_s)
         exposed = np.where(is_ps, comm.total_s, exposed)

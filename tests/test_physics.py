@@ -373,6 +373,54 @@ def test_more_bandwidth_or_peak_is_never_slower(memory, peak, network, intra, ba
     assert np.isfinite(slow) and fast <= slow * (1 + 1e-12)
 
 
+def test_hidden_allreduce_costs_its_interference_share():
+    # 3 s of all-reduce, 1 s exposed: a quarter of the 2 s hidden adds 0.5 s
+    assert physics.interfered_exposed_s(np.array([3.0]), np.array([1.0]), 0.25)[0] == pytest.approx(1.5)
+    # nothing hidden, nothing lost; all of it lost: the whole all-reduce is exposed
+    assert physics.interfered_exposed_s(np.array([2.0]), np.array([2.0]), 0.5)[0] == pytest.approx(2.0)
+    assert physics.interfered_exposed_s(np.array([3.0]), np.array([1.0]), 1.0)[0] == pytest.approx(3.0)
+
+
+def test_interference_adds_its_share_of_the_hidden_allreduce_on_gpus_only():
+    constants = physics_constants()
+    none = dataclasses.replace(constants, overlap_interference=0.0)
+    half = dataclasses.replace(constants, overlap_interference=0.5)
+    gpu = _resolved([_job(network="ethernet-25g")])
+    breakdown = gpu.breakdown()
+    p0 = gpu.physics(breakdown.comm, breakdown.io_s, none)
+    p1 = gpu.physics(breakdown.comm, breakdown.io_s, half)
+    hidden = p0.comm_s[0] - p0.exposed_comm_s[0]
+    assert hidden > 0
+    assert p1.exposed_comm_s[0] == pytest.approx(p0.exposed_comm_s[0] + 0.5 * hidden)
+    assert p1.step_time_s[0] == pytest.approx(p0.step_time_s[0] + 0.5 * hidden)
+    # A CPU host takes no fitted constant (its figures are measured): no interference there.
+    cpu = _resolved([{
+        "workload": {"model": "bert-base-squad", "precision": "fp32", "batch_size_per_gpu": 16},
+        "parallelism": {"architecture": "allreduce-cluster", "workers": 2, "gpus_per_worker": 1},
+        "cluster": {"gpu": "cpu-host", "network": "emulated-4g", "gpus_per_node": 1},
+    }])
+    breakdown = cpu.breakdown()
+    assert breakdown.physics.exposed_comm_s[0] < breakdown.physics.comm_s[0]  # some of it hidden
+    assert cpu.physics(breakdown.comm, breakdown.io_s, half).step_time_s[0] == pytest.approx(
+        cpu.physics(breakdown.comm, breakdown.io_s, none).step_time_s[0]
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(peak=st.floats(1.0, 4.0), interference=st.floats(0.0, 1.0), batch=st.sampled_from([1, 8, 64]))
+def test_a_faster_gpu_is_never_slower_whatever_the_interference(peak, interference, batch):
+    # A faster backward hides less, so more is exposed, but never more than the time it saved.
+    job = _job(network="ethernet-25g")
+    job["workload"]["batch_size_per_gpu"] = batch
+    base = _resolved([job])
+    faster = dataclasses.replace(
+        base, peak_flops_per_s=base.peak_flops_per_s * peak, memory_bw_bytes_per_s=base.memory_bw_bytes_per_s * peak
+    )
+    k = dataclasses.replace(physics_constants(), overlap_interference=interference)
+    times = [r.physics(r.breakdown().comm, r.breakdown().io_s, k).step_time_s[0] for r in (base, faster)]
+    assert times[1] <= times[0] * (1 + 1e-12)
+
+
 def test_more_nics_never_slower_and_roofline_is_finite_for_every_architecture():
     jobs = [_job(nics_per_node=n) for n in (1, 2, 4, 8)]
     times = _resolved(jobs).breakdown().step_time_s("roofline")

@@ -41,11 +41,12 @@ INITIAL = PhysicsConstants(
     mixed_precision_fp32_share=0.3,
     winograd_speedup=1.5,
     compiled_memory_bound_fraction=0.5,
+    overlap_interference=0.2,
 )
 
 _FRACTIONS = (
     "matrix_efficiency_tensor", "matrix_efficiency_fp32", "memory_efficiency", "tuned_memory_bound_fraction",
-    "mixed_precision_fp32_share", "compiled_memory_bound_fraction",
+    "mixed_precision_fp32_share", "compiled_memory_bound_fraction", "overlap_interference",
 )
 
 #: Physical ranges the fit stays in (a constant the training runs say nothing about stays at a bound,
@@ -63,6 +64,7 @@ BOUNDS = {
     # No credit up to F(4x4,3x3)'s 4x fewer multiplies.
     "winograd_speedup": (1.0, 4.0),
     "compiled_memory_bound_fraction": (0.05, 1.0),
+    "overlap_interference": (0.001, 1.0),
 }
 
 #: Constants that scale a catalogue figure (kernel-launch latency, per-step host overhead) rather than
@@ -167,7 +169,7 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     """Constants no run of ``rows`` depends on: they keep their starting value instead of drifting.
 
     The tuned-stack constants act only on vendor-tuned runs, the compiled stack's fusion only on
-    graph-compiled runs, the FP32 share only on
+    graph-compiled runs, the overlap's interference only on GPU runs of more than one GPU, the FP32 share only on
     mixed-precision GPU runs and the Winograd speed-up only on convolutions on the FP32 path
     of a GPU; without such a run the fit cannot see them, and the simplex
     would leave them wherever its flat steps went.
@@ -176,6 +178,8 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     unseen = set()
     if resolved.is_tuned is None or not (np.asarray(resolved.is_tuned, bool) & gpu).any():
         unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
+    if not ((np.nan_to_num(resolved.total_gpus) > 1) & (resolved.gradient_bytes > 0) & gpu).any():
+        unseen.add("overlap_interference")
     if not ((resolved.bytes_per_element < 4) & gpu).any():
         unseen.add("mixed_precision_fp32_share")
     if resolved.is_compiled is None or not (np.asarray(resolved.is_compiled, bool) & gpu).any():
