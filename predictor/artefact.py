@@ -12,6 +12,7 @@ schema versions.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -24,6 +25,7 @@ import numpy as np
 from features.build import FEATURE_SCHEMA_VERSION
 from features.errors import SpecError
 from features.analytical import OVERLAP_STRATEGIES
+from features.mechanisms import physics_constants
 from predictor.calibration import PERCENTILES, POOLED, CalibrationTable
 
 #: Bump when the artefact's files or their meaning change.
@@ -251,6 +253,26 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _check_physics_constants(recorded: Any, file: Path) -> None:
+    """Refuse a model whose residual corrects the roofline physics with constants other than this version's.
+
+    The residual is learned as measured over physics; under other constants the
+    same job's physics moves and the correction no longer applies to it.
+    Artefacts written before the constants were recorded are not checked.
+    """
+    if not isinstance(recorded, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in recorded.items()):
+        raise ArtefactError(f"{file}: physics_constants must map constant names to finite numbers", file)
+    current = dataclasses.asdict(physics_constants())
+    moved = [name for name in sorted(set(recorded) | set(current)) if recorded.get(name) != current.get(name)]
+    if moved:
+        shown = ", ".join(f"{name} {recorded.get(name)} where this version has {current.get(name)}" for name in moved[:3])
+        more = f" and {len(moved) - 3} more" if len(moved) > 3 else ""
+        raise ArtefactError(
+            f"{file}: the model corrects the roofline physics with other constants ({shown}{more}); retrain it with `predict train`",
+            file,
+        )
+
+
 def read_metadata(path: Path) -> dict[str, Any]:
     """A model directory's ``metadata.json``, checked against what this version reads."""
     file = Path(path) / METADATA_FILE
@@ -279,6 +301,8 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise bad(f"lists {len(names)} features, this version builds {len(wanted)} ({first}); retrain it with `predict train`")
     if metadata.get("baseline") not in OVERLAP_STRATEGIES:
         raise bad(f"baseline {metadata.get('baseline')!r} is not one of {', '.join(OVERLAP_STRATEGIES)}")
+    if metadata["baseline"] == "roofline" and "physics_constants" in metadata:
+        _check_physics_constants(metadata["physics_constants"], file)
     offset = metadata.get("residual_offset", 0.0)
     if not _is_number(offset):
         raise bad(f"residual_offset {offset!r} is not a finite number")

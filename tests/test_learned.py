@@ -156,6 +156,23 @@ def test_loading_checks_the_schema_version(trained, tmp_path):
         load_artefact(copy)
 
 
+def test_a_model_records_the_physics_it_corrects(trained, tmp_path):
+    """The constants go into the artefact; one written before they were recorded still loads, unchecked."""
+    import dataclasses
+    import shutil
+
+    from features.mechanisms import physics_constants
+
+    result, _ = trained
+    meta = json.loads((result.path / "metadata.json").read_text())
+    assert meta["physics_constants"] == dataclasses.asdict(physics_constants())
+    copy = tmp_path / "older"
+    shutil.copytree(result.path, copy)
+    del meta["physics_constants"]
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    assert "physics_constants" not in load_artefact(copy).metadata
+
+
 def test_mlflow_run_and_pyfunc_load(trained, testbed_runs):
     import mlflow
 

@@ -291,6 +291,11 @@ CORRUPTIONS = {
     "what-if share below 0": (
         "metadata.json", _edit_json("metadata.json", lambda d: {**d, "pair_shares": {"gpus": -0.5}})),
     "what-if shares that are a list": ("metadata.json", _edit_json("metadata.json", lambda d: {**d, "pair_shares": [1.0]})),
+    "physics constants other than this version's": (
+        "metadata.json",
+        _edit_json("metadata.json", lambda d: {**d, "physics_constants": {**d["physics_constants"], "overlap_interference": 0.2}})),
+    "physics constants that are not numbers": (
+        "metadata.json", _edit_json("metadata.json", lambda d: {**d, "physics_constants": {"launch_scale": "fast"}})),
     "shrink share above 1": (
         "metadata.json", _edit_json("metadata.json", lambda d: {**d, "domain": {**d["domain"], "shrink": {"model": 3.0}}})),
     "shrink share that is not a number": (

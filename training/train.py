@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from features.build import range_columns
+from features.mechanisms import physics_constants
 from predictor.artefact import save_artefact
 from predictor.calibration import pair_bin_keys, pair_share, run_bin_keys
 from predictor.domain import seen_domain
@@ -147,6 +149,8 @@ def train(
     metadata = {
         "created_at": started.isoformat(timespec="seconds"),
         "baseline": baseline,
+        # The residual corrects this physics: an artefact is refused where the constants have moved since.
+        "physics_constants": dataclasses.asdict(ds.constants or physics_constants()),
         "feature_names": list(ds.features.names),
         "params": tuning.params,
         "num_boost_round": tuning.num_boost_round,
