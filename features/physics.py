@@ -76,7 +76,9 @@ One training step of one GPU:
   NCCL's kernels run on SMs of their own and move their bytes through the
   same memory as the backward pass they overlap, which runs slower while
   they do; a fitted share of the hidden time (``overlap_interference``) is
-  added to the step.
+  added to the step. The fit puts it at its bound, 1: on the public GPU
+  runs the overlap gains nothing visible (the share stands as well for
+  all-reduces slower at bucket sizes than the catalogue's bus efficiencies).
 
 * **Collectives** follow the alpha-beta model of NCCL's algorithms: a ring
   all-reduce of ``S`` bytes among ``n`` costs ``2(n-1)/n S / (e_ring bw) +
