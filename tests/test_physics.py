@@ -594,6 +594,17 @@ def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_th
     assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)
 
 
+def test_the_interference_share_is_fitted_only_on_multi_gpu_allreduce_runs():
+    from training.physics_fit import unseen_constants
+
+    single, ps, allreduce = _job(), _job(), _job()
+    single["parallelism"] = {"architecture": "single"}
+    ps["parallelism"] = {"architecture": "ps-worker", "workers": 4, "parameter_servers": 2}
+    resolved = _resolved([single, ps, allreduce])
+    assert "overlap_interference" in unseen_constants(resolved, np.array([True, True, False]))
+    assert "overlap_interference" not in unseen_constants(resolved, np.array([False, False, True]))
+
+
 def test_each_group_counts_as_the_square_root_of_its_runs_in_the_fit():
     """Four runs of one GPU type exact, one run of another twice as slow as the physics (APE 0.5):
     unweighted MAPE 0.5 / 5 = 0.1; weighted, the four count 1/2 each and the one counts 1, so

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
+from features.analytical import ARCHITECTURE_CODES
 from features.catalog_base import CATALOG_DIR
 from features.mechanisms import PHYSICS_CONSTANTS, PhysicsConstants, physics_constants
 from features.resolve import ResolvedJobs
@@ -169,7 +170,7 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     """Constants no run of ``rows`` depends on: they keep their starting value instead of drifting.
 
     The tuned-stack constants act only on vendor-tuned runs, the compiled stack's fusion only on
-    graph-compiled runs, the overlap's interference only on GPU runs of more than one GPU, the FP32 share only on
+    graph-compiled runs, the overlap's interference only on all-reduce GPU runs of more than one GPU, the FP32 share only on
     mixed-precision GPU runs and the Winograd speed-up only on convolutions on the FP32 path
     of a GPU; without such a run the fit cannot see them, and the simplex
     would leave them wherever its flat steps went.
@@ -178,7 +179,8 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     unseen = set()
     if resolved.is_tuned is None or not (np.asarray(resolved.is_tuned, bool) & gpu).any():
         unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
-    if not ((np.nan_to_num(resolved.total_gpus) > 1) & (resolved.gradient_bytes > 0) & gpu).any():
+    allreduce = np.isin(resolved.architecture_code, [ARCHITECTURE_CODES["allreduce-local"], ARCHITECTURE_CODES["allreduce-cluster"]])
+    if not ((np.nan_to_num(resolved.total_gpus) > 1) & allreduce & gpu).any():
         unseen.add("overlap_interference")
     if not ((resolved.bytes_per_element < 4) & gpu).any():
         unseen.add("mixed_precision_fp32_share")
