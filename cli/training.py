@@ -113,7 +113,9 @@ def evaluate_command(
     if (model_dir / "metadata.json").exists():
         from predictor.artefact import read_metadata
 
-        baseline = read_metadata(model_dir)["baseline"]  # a corrupt or foreign file is an ArtefactError naming it
+        # A corrupt or foreign file is an ArtefactError naming it; the model's constants need not be this
+        # version's (each fold fits its own), so a refit of the shipped ones does not stop an evaluation.
+        baseline = read_metadata(model_dir, physics=False)["baseline"]
     gathered = _gather(runs, lambda_csv, mlperf_csv)
     ds = build_dataset(gathered.runs, baseline)
     evaluation = run_evaluation(ds, params, rounds, confidence_level, progress=lambda text: typer.echo(f"- {text}", err=True))

@@ -273,8 +273,12 @@ def _check_physics_constants(recorded: Any, file: Path) -> None:
         )
 
 
-def read_metadata(path: Path) -> dict[str, Any]:
-    """A model directory's ``metadata.json``, checked against what this version reads."""
+def read_metadata(path: Path, physics: bool = True) -> dict[str, Any]:
+    """A model directory's ``metadata.json``, checked against what this version reads.
+
+    ``physics=False`` skips the physics-constants check, for a caller that takes only the
+    baseline's name and fits its own constants (the held-out evaluation).
+    """
     file = Path(path) / METADATA_FILE
     metadata = _read_json(file)
 
@@ -301,7 +305,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise bad(f"lists {len(names)} features, this version builds {len(wanted)} ({first}); retrain it with `predict train`")
     if metadata.get("baseline") not in OVERLAP_STRATEGIES:
         raise bad(f"baseline {metadata.get('baseline')!r} is not one of {', '.join(OVERLAP_STRATEGIES)}")
-    if metadata["baseline"] == "roofline" and "physics_constants" in metadata:
+    if physics and metadata["baseline"] == "roofline" and "physics_constants" in metadata:
         _check_physics_constants(metadata["physics_constants"], file)
     offset = metadata.get("residual_offset", 0.0)
     if not _is_number(offset):

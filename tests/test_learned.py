@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact
+from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, ArtefactError, distinct_feature_rows, load_artefact, read_metadata
 from predictor.calibration import POOLED, CalibrationTable, run_bin_keys, step_bin_keys, step_bins
 from training.cv import group_folds
 from training.dataset import build_dataset
@@ -171,6 +171,12 @@ def test_a_model_records_the_physics_it_corrects(trained, tmp_path):
     del meta["physics_constants"]
     (copy / "metadata.json").write_text(json.dumps(meta))
     assert "physics_constants" not in load_artefact(copy).metadata
+    # Constants that moved since: refused for predictions, readable for the baseline's name alone.
+    meta["physics_constants"] = {**dataclasses.asdict(physics_constants()), "launch_scale": 99.0}
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtefactError, match="launch_scale 99.0 where this version has"):
+        load_artefact(copy)
+    assert read_metadata(copy, physics=False)["baseline"] == meta["baseline"]
 
 
 def test_mlflow_run_and_pyfunc_load(trained, testbed_runs):
