@@ -33,6 +33,7 @@ def test_gathered_sources_are_validated_together_and_counted(data_dir):
     report = sources_report(gathered)
     assert "| dle | `dle_training_throughput.csv` | 13 | 6 | 7 |" in report
     assert "| individual repeat (the reported median is mapped) | 1 |" in report
+    assert "## Repeated jobs: the floor under any predictor" in report
 
 
 def test_unknown_source_name_is_a_domain_error(data_dir):

@@ -5,7 +5,8 @@ imported on the fly by its importer (:data:`training.importers.IMPORTERS`)
 and never copied into the project. :func:`gather_runs` validates all sources
 together, so a row is either in the training set or counted with the reason
 it is not; :func:`sources_report` writes those counts as markdown
-(``python -m training.sources --out reports/data/sources.md``).
+(``python -m training.sources --out reports/data/sources.md``), with the
+spread between runs of the same job (:mod:`training.repeatability`).
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def sources_report(gathered: TrainingRuns, top: int = 3) -> str:
         part = gathered.runs[gathered.runs["source"].astype(str) == source]
         archs = ", ".join(f"{a} {k}" for a, k in part["architecture"].value_counts().items())
         lines.append(f"| {source} | {n:,} | {part['gpu'].nunique()} | {part['model'].nunique()} | {archs} |")
+    lines += ["", repeated_jobs_section(gathered.runs)]
     for name in public:
         excluded = gathered.excluded[name]
         if not len(excluded):
@@ -142,6 +144,22 @@ def sources_report(gathered: TrainingRuns, top: int = 3) -> str:
             shown = "; ".join(f"{d[:80]} ({k})" for d, k in details.items()).replace("|", "/")
             lines.append(f"| {reason} | {n:,} | {shown} |")
     return "\n".join(lines) + "\n"
+
+
+def repeated_jobs_section(runs: pd.DataFrame) -> str:
+    """Markdown: how far the runs of a job measured more than once lie from one another (:mod:`training.repeatability`)."""
+    from training.report import markdown_table
+    from training.repeatability import repeatability_table
+
+    return (
+        "## Repeated jobs: the floor under any predictor\n\n"
+        "Runs whose job fields are all alike are one job to a predictor, which gives them one step time. "
+        "Where a job was measured more than once, each run is scored against the geometric mean of the "
+        "job's other runs (APE = |predicted / measured - 1|): no predictor that reads only the job does "
+        "better on these runs. Within a source this is the spread between repeats and hosts; across "
+        "sources and releases it adds what no job field carries (the harness, the model's implementation, "
+        "the container and framework release, frameworks mapped to `other`).\n\n" + markdown_table(repeatability_table(runs)).rstrip("\n")
+    )
 
 
 app = typer.Typer(add_completion=False)
