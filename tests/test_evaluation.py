@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from training.evaluate import HeldOut, pair_summary, step_summary
+from training.evaluate import HeldOut, losses_within_groups, pair_summary, step_summary
 from training.report import Evaluation, evaluation_summary, no_harm_violations, write_report
 
 
@@ -353,7 +353,11 @@ def test_a_held_out_framework_leaves_training_from_every_source(testbed_dataset,
     runs["source"] = np.where(np.arange(len(runs)) % 2 == 0, DLPERF_SOURCE, "testbed")
     ds = build_dataset(runs)
     steps, results = {}, {}
-    frames = _transfer_protocols(ds, steps, results, FAST_PARAMS, FAST_ROUNDS, 0.9, note=lambda text: None)
+
+    def summarise(title, result, by, within="model"):
+        steps[title] = step_summary(ds, result, by)
+
+    frames = _transfer_protocols(ds, summarise, results, FAST_PARAMS, FAST_ROUNDS, 0.9, note=lambda text: None)
 
     # CPU hosts have no GPU generation, and no Lambda, DeepLearningExamples or MLPerf runs are here.
     assert list(steps) == ["DLPerf and DeepLearningExamples, leave one framework out"]
@@ -430,3 +434,41 @@ def test_the_catalogue_scales_prior_pulls_a_fit_toward_the_catalogue(lambda_data
 
     assert distance(held) < distance(free)
     assert np.mean(np.abs(problem.step_time_s(free) / problem.measured_s - 1)) < 0.05  # the free fit reproduces the runs
+
+
+@dataclass
+class ScoredRuns(Scores):
+    """Scores with the run table that names each run's model."""
+
+    runs: pd.DataFrame = None
+
+
+def test_a_model_that_loses_inside_a_group_that_keeps_the_rule_is_listed(tmp_path):
+    # Every measured time is 1 s. G1: 10 tacotron2 runs (physics 1.10 s, residual 1.35 s: 10% -> 35%)
+    # and 12 bert runs (1.20 s -> 1.02 s: 20% -> 2%), so G1 as a whole keeps the rule (15.5% -> 17.0%).
+    # G2: 10 tacotron2 runs, 0% -> 1% (within the 2-point margin). G3: 4 runs lose 100 points (n < 10).
+    rows = [("G1", "tacotron2", 1.10, 1.35)] * 10 + [("G1", "bert", 1.20, 1.02)] * 12 + [("G2", "tacotron2", 1.00, 1.01)] * 10
+    rows += [("G3", "tacotron2", 1.00, 2.00)] * 4 + [(None, "bert", 1.00, np.nan)]
+    group, model, physics, residual = (np.array(c, object if i < 2 else float) for i, c in enumerate(zip(*rows)))
+    scores = ScoredRuns(np.zeros(len(rows)), np.log(physics), runs=pd.DataFrame({"model": model}))
+    nan = np.full(len(rows), np.nan)
+    result = HeldOut("synthetic", group, np.log(residual), nan, nan, nan, np.log(physics))
+
+    losses = losses_within_groups(scores, result, "synthetic", "model", min_runs=10, margin_points=2.0)
+    assert losses[["group", "within", "n"]].values.tolist() == [["G1", "model tacotron2", 10]]
+    assert losses["physics_mape"].iloc[0] == pytest.approx(0.10)
+    assert losses["residual_mape"].iloc[0] == pytest.approx(0.35)
+    # (10 x 35% - 10 x 10%) over the protocol's 36 scored runs.
+    assert losses["points_of_protocol_lost"].iloc[0] == pytest.approx(100 * 2.5 / 36)
+
+    steps = {"synthetic": step_summary(scores, result, group)}
+    assert no_harm_violations(evaluation_summary(Evaluation(steps, pd.DataFrame(), pd.DataFrame(), 1.0))["protocols"]) == []
+    ev = Evaluation(steps, pd.DataFrame(), pd.DataFrame(), 1.0, losses=losses)
+    report = write_report(ev, tmp_path, scores, {}, 1).read_text()
+    section = report[report.index("## Where the residual loses inside a held-out group"):]
+    assert "| synthetic | G1 | model tacotron2 | 10 | 10.0% | 35.0% | 6.94 |" in section
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["losses_within_groups"] == [{
+        "protocol": "synthetic", "group": "G1", "within": "model tacotron2", "n": 10,
+        "physics_mape": pytest.approx(10.0), "residual_mape": pytest.approx(35.0), "points_of_protocol_lost": 6.944,
+    }]  # fmt: skip

@@ -22,6 +22,12 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
         "speedups": {"intra_node_link": _stats(126, 5.3, None, 8.0, 99.2, 65.0)},
         "no_harm_violations": [{"protocol": "leave one GPU out", "group": "X", "n": 12, "residual_mape": 30.0, "physics_mape": 20.0}],
         "refits": {"MLPerf, k runs of each GPU type": {"3": {"mape_no_refit": 40.0, "mape_refit": 12.5}}},
+        "losses_within_groups": [
+            {"protocol": "leave one GPU out", "group": "H100", "within": "model tacotron2", "n": 204,
+             "physics_mape": 12.6, "residual_mape": 34.9, "points_of_protocol_lost": 1.369},
+            {"protocol": "leave one GPU out", "group": "V100", "within": "model gnmt", "n": 14,
+             "physics_mape": 20.0, "residual_mape": 23.0, "points_of_protocol_lost": 0.04},
+        ],
     }
     summary["protocols"]["leave one GPU out, by architecture"] = {
         "all": summary["protocols"]["leave one GPU out"]["all"],
@@ -35,6 +41,8 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
     assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% |" in text
     assert "| MLPerf, k runs of each GPU type | 3 | 40.0% | 12.5% |" in text
     assert "breaks in 1 group: leave one GPU out: X (n=12, 30.0% against 20.0%)." in text
+    assert ("Inside the groups, 2 cells (a model or GPU type inside a held-out group, n >= 10) lose more than 2 points; the costliest: "
+            "leave one GPU out, H100, model tacotron2 (n=204, 34.9% against 12.6%: 1.37 points of the protocol).") in text
 
 
 def test_readme_shows_the_shipped_report():

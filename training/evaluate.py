@@ -204,6 +204,37 @@ def step_summary(ds: Dataset, result: HeldOut, by: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def losses_within_groups(
+    ds: Dataset, result: HeldOut, protocol: str, inner: str, min_runs: int, margin_points: float
+) -> pd.DataFrame:
+    """Inside each held-out group, per value of the run column ``inner``: where the residual is worse than the physics alone.
+
+    A group can keep the no-harm rule while a part of it breaks it (a GPU
+    type's other models gain what one of them loses). Each (group, ``inner``)
+    cell of at least ``min_runs`` runs whose residual MAPE exceeds the
+    physics' by more than ``margin_points`` is listed, with the points of the
+    whole protocol's MAPE that the cell costs: (residual - physics) APE summed
+    over its runs, over every scored run of the protocol.
+    """
+    rows = result.scored
+    truth = ds.log_measured_s[rows]
+    frame = pd.DataFrame({
+        "protocol": protocol,
+        "group": result.group[rows].astype(str),
+        "within": text_keys(ds.runs[inner]).to_numpy(object)[rows],
+        "residual": ape(result.log_residual_model_s[rows], truth),
+        "physics": ape(result.log_physics_s[rows], truth),
+    })  # fmt: skip
+    cells = frame.groupby(["protocol", "group", "within"], sort=False).agg(
+        n=("residual", "size"), physics_mape=("physics", "mean"), residual_mape=("residual", "mean"),
+        lost=("residual", "sum"), kept=("physics", "sum"),
+    ).reset_index()
+    cells["within"] = f"{inner} " + cells["within"].astype(str)
+    cells["points_of_protocol_lost"] = 100.0 * (cells["lost"] - cells["kept"]) / max(len(frame), 1)
+    worse = (cells["n"] >= min_runs) & (cells["residual_mape"] > cells["physics_mape"] + margin_points / 100.0)
+    return cells.loc[worse].drop(columns=["lost", "kept"]).reset_index(drop=True)
+
+
 def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage and width."""
     frames = [f for f in frames if len(f)]

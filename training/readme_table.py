@@ -85,6 +85,15 @@ def held_out_markdown(summary: dict) -> str:
         lines.append(f"The no-harm rule (residual MAPE at most physics MAPE + 2 points, groups with n >= 10) breaks in {len(violations)} group{'s' if len(violations) > 1 else ''}: {broken}.")
     else:
         lines.append("The no-harm rule (residual MAPE at most physics MAPE + 2 points, groups with n >= 10) holds in every group.")
+    cells = summary.get("losses_within_groups", [])
+    if cells:
+        worst = cells[0]
+        lines.append(
+            f"Inside the groups, {len(cells)} cell{'s' if len(cells) > 1 else ''} (a model or GPU type inside a held-out group, "
+            f"n >= 10) lose{'' if len(cells) > 1 else 's'} more than 2 points; the costliest: {worst['protocol']}, "
+            f"{worst['group']}, {worst['within']} (n={worst['n']}, {_pct(worst['residual_mape'])} against "
+            f"{_pct(worst['physics_mape'])}: {worst['points_of_protocol_lost']:.2f} points of the protocol)."
+        )
     return "\n".join(lines)
 
 

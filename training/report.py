@@ -26,7 +26,7 @@ from features.catalog_arrays import catalog_arrays
 from training.dataset import Dataset, joined_keys, network_of, text_keys
 from training.importers import DLE_HISTORY_SOURCE, DLE_SOURCE, DLPERF_SOURCE
 from training.importers import is_mlperf as mlperf_rows
-from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, pair_summary, source_of, step_summary
+from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, losses_within_groups, pair_summary, source_of, step_summary
 from training.refit import random_effects_kappa, shrunken_offset
 from training.shrink import NO_HARM_MARGIN_POINTS, NO_HARM_MIN_RUNS
 
@@ -63,6 +63,8 @@ class Evaluation:
     seconds: float
     #: MLPerf after the refit of a model trained without it, per GPU type (``few_shot_refit`` columns).
     cross_source_refit: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per protocol, the (held-out group, model) cells where the residual loses (:func:`training.evaluate.losses_by_model`).
+    losses: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _testbed_config(runs: pd.DataFrame, drop: tuple[str, ...]) -> np.ndarray:
@@ -84,6 +86,13 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         if progress is not None:
             progress(text)
 
+    held: dict[str, tuple[HeldOut, str]] = {}
+
+    def summarise(title: str, result: HeldOut, by: np.ndarray, within: str = "model") -> None:
+        """The protocol's summary per group of ``by``; its losses are looked for per ``within`` inside each held-out group."""
+        steps[title] = step_summary(ds, result, by)
+        held[title] = (result, within)
+
     # Every MLPerf round is one source family: a benchmark leaves with all its rounds.
     is_lambda, is_mlperf, is_testbed = source == LAMBDA, mlperf_rows(source), source == TESTBED
     if is_lambda.any():
@@ -92,7 +101,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         result = held_out(ds, "lambda-gpu", gpu, is_lambda, params, rounds, confidence_level,
                           exclude=gpu, pair_kinds=("gpus", "intra_node_link", "precision"))
         results["lambda-gpu"] = result
-        steps["Lambda, leave one GPU type out"] = step_summary(ds, result, gpu)
+        summarise("Lambda, leave one GPU type out", result, gpu)
         steps["Lambda, leave one GPU type out, by architecture"] = step_summary(ds, result, runs["architecture"].to_numpy(object))
         pair_frames += result.pair_frames
     if is_testbed.any():
@@ -101,16 +110,16 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         # One-host runs (single, allreduce-local) cross no network: they belong to no tier.
         tiers = np.where(is_testbed & (network != ""), network, None)
         result = held_out(ds, "testbed-tier", tiers, tiers != None, params, rounds, confidence_level)  # noqa: E711
-        steps["Testbed, leave one network tier out"] = step_summary(ds, result, network)
+        summarise("Testbed, leave one network tier out", result, network)
         note("leave one architecture out (testbed)")
         arch = np.where(is_testbed, runs["architecture"].astype(str).to_numpy(object), None)
         result = held_out(ds, "testbed-architecture", arch, is_testbed, params, rounds, confidence_level)
-        steps["Testbed, leave one architecture out"] = step_summary(ds, result, arch)
+        summarise("Testbed, leave one architecture out", result, arch)
         note("tier changes, by configuration (testbed)")
         config = np.where(is_testbed, _folds_of(_testbed_config(runs, drop=("network",))), None)
         result = held_out(ds, "testbed-config", config, is_testbed, params, rounds, confidence_level, pair_kinds=("network",))
         pair_frames += result.pair_frames
-        steps["Testbed, leave configurations out (5 folds), by architecture"] = step_summary(ds, result, arch)
+        summarise("Testbed, leave configurations out (5 folds), by architecture", result, arch)
         note("PS/Worker to AllReduce, by workload and tier (testbed)")
         config = np.where(is_testbed, _folds_of(_testbed_config(runs, drop=("architecture", "parameter_servers"))), None)
         result = held_out(ds, "testbed-arch-pairs", config, is_testbed, params, rounds, confidence_level, pair_kinds=("architecture",))
@@ -119,13 +128,18 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         note("leave one benchmark out (MLPerf)")
         model = network_of(runs["model"].astype(str).to_numpy(object))
         result = held_out(ds, "mlperf-benchmark", model, is_mlperf, params, rounds, confidence_level, exclude=np.where(is_mlperf, model, None))
-        steps["MLPerf (all rounds), leave one benchmark out"] = step_summary(ds, result, np.where(is_mlperf, model, None))
-    pair_frames += _transfer_protocols(ds, steps, results, params, rounds, confidence_level, note)
+        summarise("MLPerf (all rounds), leave one benchmark out", result, np.where(is_mlperf, model, None), within="gpu")
+    pair_frames += _transfer_protocols(ds, summarise, results, params, rounds, confidence_level, note)
     few_shot = few_shot_refit(ds, results.get("lambda-gpu"), gpu)
     cross_source = results.get("cross-source")
     mlperf_gpu = np.where(is_mlperf, gpu, None)
     refit = few_shot_refit(ds, cross_source, mlperf_gpu, ks=CROSS_SOURCE_K) if cross_source is not None else pd.DataFrame()
-    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started, refit)
+    losses = [
+        losses_within_groups(ds, result, title, within, NO_HARM_MIN_RUNS, NO_HARM_MARGIN_POINTS)
+        for title, (result, within) in held.items()
+    ]
+    losses = pd.concat(losses, ignore_index=True).sort_values("points_of_protocol_lost", ascending=False) if losses else pd.DataFrame()
+    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started, refit, losses.reset_index(drop=True))
 
 
 def gpu_generations(ds: Dataset) -> np.ndarray:
@@ -135,11 +149,13 @@ def gpu_generations(ds: Dataset) -> np.ndarray:
     return np.where(ds.resolved.ok, names[ds.resolved.device_index], None)
 
 
-def _transfer_protocols(ds: Dataset, steps: dict, results: dict, params: dict, rounds: int, confidence_level: float, note) -> list[pd.DataFrame]:
+def _transfer_protocols(ds: Dataset, summarise, results: dict, params: dict, rounds: int, confidence_level: float, note) -> list[pd.DataFrame]:
     """What a new GPU generation, model, framework or source does to each predictor.
 
     Each group leaves every source's training rows, not only the scored ones:
-    a held-out framework is one the model has never seen.
+    a held-out framework is one the model has never seen. ``summarise(title,
+    result, by[, within])`` records each protocol's figures (as in
+    :func:`run_evaluation`).
     """
     source, runs = source_of(ds), ds.runs
     pair_frames: list[pd.DataFrame] = []
@@ -147,20 +163,20 @@ def _transfer_protocols(ds: Dataset, steps: dict, results: dict, params: dict, r
     if len(set(generation[generation != None])) > 1:  # noqa: E711
         note("leave one GPU generation out (every source)")
         result = held_out(ds, "generation", generation, generation != None, params, rounds, confidence_level, pair_kinds=("gpu",))  # noqa: E711
-        steps["All sources, leave one GPU generation out"] = step_summary(ds, result, generation)
+        summarise("All sources, leave one GPU generation out", result, generation)
         pair_frames += result.pair_frames
     model = network_of(text_keys(runs["model"]).to_numpy(object))
     scored = (source == LAMBDA) | np.isin(source, DLE_SOURCES)
     if scored.any():
         note("leave one model out (Lambda and DeepLearningExamples)")
         result = held_out(ds, "model", model, scored, params, rounds, confidence_level)
-        steps["Lambda and DeepLearningExamples, leave one model out"] = step_summary(ds, result, np.where(scored, model, None))
+        summarise("Lambda and DeepLearningExamples, leave one model out", result, np.where(scored, model, None), within="gpu")
     framework = text_keys(runs["framework"]).to_numpy(object)
     scored = (source == DLPERF_SOURCE) | np.isin(source, DLE_SOURCES)
     if len(set(framework[scored])) > 1:
         note("leave one framework out (DLPerf and DeepLearningExamples)")
         result = held_out(ds, "framework", framework, scored, params, rounds, confidence_level, pair_kinds=("gpus",), pair_suffix=" (DLPerf, DLE)")
-        steps["DLPerf and DeepLearningExamples, leave one framework out"] = step_summary(ds, result, np.where(scored, framework, None))
+        summarise("DLPerf and DeepLearningExamples, leave one framework out", result, np.where(scored, framework, None))
         pair_frames += result.pair_frames
     is_mlperf = mlperf_rows(source)
     if is_mlperf.any() and (~is_mlperf).any():
@@ -168,7 +184,7 @@ def _transfer_protocols(ds: Dataset, steps: dict, results: dict, params: dict, r
         group = np.where(is_mlperf, "MLPerf (all rounds)", "other sources")
         result = held_out(ds, "cross-source", group, is_mlperf, params, rounds, confidence_level, pair_kinds=("gpus",), pair_suffix=" (MLPerf)")
         results["cross-source"] = result
-        steps["MLPerf (all rounds), trained on the other sources only, by benchmark"] = step_summary(ds, result, np.where(is_mlperf, model, None))
+        summarise("MLPerf (all rounds), trained on the other sources only, by benchmark", result, np.where(is_mlperf, model, None))
         pair_frames += result.pair_frames
     return pair_frames
 
@@ -251,7 +267,18 @@ def evaluation_summary(ev: Evaluation) -> dict:
         ("Lambda, k runs of a held-out GPU type", ev.few_shot),
         ("MLPerf (all rounds), trained on the other sources, k runs of each GPU type", ev.cross_source_refit),
     ) if len(frame)}
-    return {"protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols), "refits": refits}
+    losses = [
+        {
+            "protocol": str(r["protocol"]), "group": str(r["group"]), "within": str(r["within"]), "n": int(r["n"]),
+            "physics_mape": _percent(r["physics_mape"]), "residual_mape": _percent(r["residual_mape"]),
+            "points_of_protocol_lost": round(float(r["points_of_protocol_lost"]), 3),
+        }
+        for r in (ev.losses.to_dict("records") if len(ev.losses) else [])
+    ]  # fmt: skip
+    return {
+        "protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols),
+        "losses_within_groups": losses, "refits": refits,
+    }  # fmt: skip
 
 
 def _refit_stats(frame: pd.DataFrame) -> dict:
@@ -286,6 +313,26 @@ def no_harm_markdown(violations: list[dict]) -> str:
     frame["residual_mape"] = frame["residual_mape"].map(lambda v: f"{v:.1f}%")
     frame["physics_mape"] = frame["physics_mape"].map(lambda v: f"{v:.1f}%")
     return head + f"Groups that break it ({len(violations)}):\n\n" + markdown_table(frame)
+
+
+#: The report lists this many of the cells that lose the most.
+LOSSES_SHOWN = 15
+
+
+def losses_markdown(losses: pd.DataFrame) -> str:
+    """The report's section on losses inside held-out groups (:func:`training.evaluate.losses_within_groups`)."""
+    head = (
+        "## Where the residual loses inside a held-out group\n\n"
+        "A held-out group can keep the no-harm rule while a part of it breaks it. Each cell below is a model "
+        f"(a GPU type where the group is a model) inside a held-out group, of at least {NO_HARM_MIN_RUNS} runs, "
+        f"where the residual's MAPE exceeds the physics-alone MAPE by more than {NO_HARM_MARGIN_POINTS:g} points; "
+        "`points_of_protocol_lost` is what the cell adds to the whole protocol's MAPE against the physics alone. "
+    )
+    if not len(losses):
+        return head + "No cell does.\n"
+    shown = losses.head(LOSSES_SHOWN)
+    more = f" ({len(losses)} in all; the {len(shown)} that cost the most)" if len(losses) > len(shown) else f" ({len(losses)})"
+    return head + f"Cells{more}:\n\n" + markdown_table(shown)
 
 
 def write_summary(ev: Evaluation, out_dir: Path) -> Path:
@@ -363,6 +410,7 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
             f"the other sources only; MAPE on that type's other MLPerf runs, mean over {FEW_SHOT_REPEATS} draws.\n"
         )
     sections.append(no_harm_markdown(evaluation_summary(ev)["no_harm_violations"]))
+    sections.append(losses_markdown(ev.losses))
     path = out_dir / "report.md"
     path.write_text("\n".join(sections))
     write_summary(ev, out_dir)
