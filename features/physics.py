@@ -349,6 +349,10 @@ def time_slicing(d: DeviceInputs) -> np.ndarray | float:
     return np.maximum(share, 1.0)
 
 
+#: The parts of a step in the roofline physics, as reports list them; a job's parts add up to its step.
+STEP_PARTS = ("matrix operators", "memory-bound operators", "kernel launches", "host overhead", "exposed communication", "input")
+
+
 @dataclass(frozen=True)
 class PhysicsArrays:
     """The roofline physics of each job, by mechanism (seconds)."""
@@ -362,6 +366,17 @@ class PhysicsArrays:
     @property
     def step_time_s(self) -> np.ndarray:
         return np.maximum(self.io_s, self.device.total_s + self.exposed_comm_s)
+
+    def parts_s(self) -> np.ndarray:
+        """Seconds of each of :data:`STEP_PARTS` (jobs x parts); each row adds up to :attr:`step_time_s`.
+
+        Input is prefetched behind the rest of the step, so only what it takes
+        beyond the rest counts.
+        """
+        d = self.device
+        rest = d.total_s + self.exposed_comm_s
+        parts = (d.matrix_s, d.memory_bound_s, d.launch_s, d.host_s, self.exposed_comm_s, np.maximum(0.0, self.io_s - rest))
+        return np.stack(np.broadcast_arrays(*(np.asarray(p, float) for p in parts)), axis=-1)
 
 
 def backward_s(device: DeviceTimes, d: DeviceInputs, k: PhysicsConstants) -> np.ndarray:

@@ -1,8 +1,11 @@
 """Why a job is slow, and why it gains (or not) under a what-if.
 
 An explanation has two layers. The analytical breakdown says where the step
-should go (shares of io, compute, memory and communication, and the link
-behind the bottleneck). The learned residual says how measured runs of jobs
+should go: the parts of the roofline physics the model starts from (matrix and
+memory-bound operators, kernel launches, host overhead, exposed communication,
+input beyond the rest), which add up to the analytical step, and the PAI
+study's components at datasheet rates (io, compute, memory and communication,
+and the link behind the bottleneck). The learned residual says how measured runs of jobs
 like this one differ from that: its SHAP values (XGBoost's own TreeSHAP,
 ``pred_contribs``) summed into bottleneck families. In log space the
 families add up exactly to the residual minus its base value, so each is a
@@ -20,6 +23,7 @@ import numpy as np
 
 from features import scenarios
 from features.analytical import COMPONENTS
+from features.physics import STEP_PARTS
 from features.build import FAMILIES, feature_family, physical_features
 from features.jobspec import flatten
 from features.layout_spec import is_layout_job
@@ -83,6 +87,9 @@ class Explanation:
     bottleneck_link: str | None
     base_factor: float | None
     family_factors: dict[str, float]
+    #: Seconds of each part of the roofline physics (:data:`features.physics.STEP_PARTS`), which add up to
+    #: the analytical step; None where the baseline is not the roofline physics.
+    physics_seconds: dict[str, float] | None = None
 
     @property
     def dominant_family(self) -> str | None:
@@ -90,9 +97,24 @@ class Explanation:
             return None
         return max(self.family_factors, key=lambda f: abs(np.log(self.family_factors[f])))
 
+    @property
+    def dominant_part(self) -> str:
+        """The largest part of the analytical step: a roofline part where known, else a PAI component."""
+        if self.physics_seconds:
+            return max(self.physics_seconds, key=lambda part: self.physics_seconds[part])
+        return self.bottleneck
+
     def summary(self) -> str:
-        where = f" over {self.bottleneck_link}" if self.bottleneck_link else ""
-        text = f"{self.bottleneck}{where} dominates: {self.shares[self.bottleneck]:.0%} of the analytical step"
+        part = self.dominant_part
+        if self.physics_seconds:
+            total = sum(self.physics_seconds.values())
+            where = f" over {self.bottleneck_link}" if self.bottleneck_link and part == "exposed communication" else ""
+            verb = "dominate" if part.endswith("s") else "dominates"
+            share = self.physics_seconds[part] / total if total > 0 else 0.0
+            text = f"{part}{where} {verb}: {share:.0%} of the analytical step ({total:.3g} s)"
+        else:
+            where = f" over {self.bottleneck_link}" if self.bottleneck_link else ""
+            text = f"{part}{where} dominates: {self.shares[part]:.0%} of the analytical step"
         family = self.dominant_family
         if family is not None:
             factor = self.family_factors[family]
@@ -107,6 +129,7 @@ class Explanation:
             "analytical_step_time_s": self.analytical_step_time_s,
             "breakdown_s": self.seconds,
             "shares": self.shares,
+            "physics_breakdown_s": self.physics_seconds,
             "bottleneck": self.bottleneck,
             "bottleneck_link": self.bottleneck_link,
             "residual_base_factor": self.base_factor,
@@ -136,13 +159,14 @@ class SpeedupExplanation:
         }
 
     def summary(self) -> str:
-        changes = sorted(
-            COMPONENTS, key=lambda c: -abs(self.baseline.seconds[c] - self.target.seconds[c])
-        )
-        lead = changes[0]
+        # The parts of the analytical step where both sides have them, else the PAI components.
+        base, target = self.baseline.physics_seconds, self.target.physics_seconds
+        if not (base and target):
+            base, target = self.baseline.seconds, self.target.seconds
+        lead = max(base, key=lambda part: abs(base[part] - target[part]))
         text = (
             f"{self.speedup:.2f}x: the analytical model gives {self.analytical_speedup:.2f}x, mostly from "
-            f"{lead} ({self.baseline.seconds[lead]:.3g} s -> {self.target.seconds[lead]:.3g} s)"
+            f"{lead} ({base[lead]:.3g} s -> {target[lead]:.3g} s)"
         )
         factors = self.family_speedup_factors
         if factors:
@@ -182,6 +206,8 @@ def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Ex
         base_factor = float(np.exp(base[0]))
         factors = {family: float(np.exp(families[0, i])) for i, family in enumerate(FAMILIES)}
     baseline = predictor.artefact.baseline if predictor.artefact is not None else predictor.overlap
+    physics = b.physics if baseline == "roofline" else None
+    physics_seconds = dict(zip(STEP_PARTS, (float(v) for v in physics.parts_s()[0]))) if physics is not None else None
     return Explanation(
         name=name,
         step_time_s=float(result.step_time_s[0]),
@@ -192,6 +218,7 @@ def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Ex
         bottleneck_link=result.bottleneck_link[0],
         base_factor=base_factor,
         family_factors=factors,
+        physics_seconds=physics_seconds,
     )
 
 

@@ -188,6 +188,11 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+#: Titles of an explanation's two breakdowns.
+PHYSICS_TITLE = "roofline physics: the analytical step, part by part"
+PAI_TITLE = "PAI components at datasheet rates, one after another"
+
+
 def print_explanation(explanation) -> None:
     from predictor.explain import SpeedupExplanation
 
@@ -196,19 +201,37 @@ def print_explanation(explanation) -> None:
             f"[bold]{safe_text(explanation.baseline.name)}[/bold] under {safe_text(' + '.join(explanation.scenario))}: "
             f"{safe_text(explanation.summary())}"
         )
-        table = Table(title_justify="left")
+        base, target = explanation.baseline, explanation.target
+        if base.physics_seconds and target.physics_seconds:
+            table = Table(title=PHYSICS_TITLE, title_justify="left")
+            table.add_column("part")
+            table.add_column("baseline (s)", justify="right")
+            table.add_column("target (s)", justify="right")
+            for part, seconds in base.physics_seconds.items():
+                table.add_row(part, _seconds(seconds), _seconds(target.physics_seconds[part]))
+            _console.print(table)
+        table = Table(title=PAI_TITLE, title_justify="left")
         table.add_column("component")
         table.add_column("baseline (s)", justify="right")
         table.add_column("target (s)", justify="right")
         for name in COMPONENTS:
-            table.add_row(name, _seconds(explanation.baseline.seconds[name]), _seconds(explanation.target.seconds[name]))
+            table.add_row(name, _seconds(base.seconds[name]), _seconds(target.seconds[name]))
         _console.print(table)
         factors = explanation.family_speedup_factors
         if factors:
             _print_factors("learned residual, baseline over target (>1 adds to the speedup)", factors)
         return
     _console.print(f"[bold]{safe_text(explanation.name)}[/bold]: {safe_text(explanation.summary())}")
-    table = Table(title_justify="left")
+    if explanation.physics_seconds:
+        total = sum(explanation.physics_seconds.values())
+        table = Table(title=PHYSICS_TITLE, title_justify="left")
+        table.add_column("part")
+        table.add_column("seconds", justify="right")
+        table.add_column("share", justify="right")
+        for part, seconds in explanation.physics_seconds.items():
+            table.add_row(part, _seconds(seconds), f"{seconds / total:.1%}" if total > 0 else "")
+        _console.print(table)
+    table = Table(title=PAI_TITLE, title_justify="left")
     table.add_column("component")
     table.add_column("seconds", justify="right")
     table.add_column("share", justify="right")

@@ -49,6 +49,30 @@ def test_one_job_explanation_multiplies_out_to_the_prediction(predictor):
     assert e.bottleneck in e.shares and e.summary()
 
 
+def test_the_analytical_step_is_split_into_the_parts_of_the_physics_the_model_starts_from(predictor):
+    assert predictor.artefact.baseline == "roofline"
+    e = explain(predictor, TESTBED_JOB)
+    assert sum(e.physics_seconds.values()) == pytest.approx(e.analytical_step_time_s, rel=1e-9)
+    part = max(e.physics_seconds, key=e.physics_seconds.get)
+    assert e.summary().startswith(f"{part} ")
+    assert f"{e.physics_seconds[part] / e.analytical_step_time_s:.0%} of the analytical step" in e.summary()
+    assert e.to_dict()["physics_breakdown_s"] == e.physics_seconds
+
+
+def test_a_host_bound_job_is_explained_by_its_launches_not_by_the_pai_components():
+    # Tacotron 2 on an H100: the PAI components (datasheet rates, no launches) put memory first,
+    # while the roofline physics gives three quarters of the step to kernel launches.
+    job = {"name": "tacotron2", "workload": {"model": "tacotron2", "batch_size_per_gpu": 256, "precision": "fp16"},
+           "cluster": {"gpu": "H100-SXM5-80GB"}}
+    e = explain(Predictor(model=None, overlap="roofline"), job)
+    assert e.bottleneck == "memory"
+    assert e.physics_seconds["kernel launches"] > 0.5 * e.analytical_step_time_s
+    assert e.summary().startswith("kernel launches dominate: ")
+    # The PAI model as the baseline keeps the PAI components' account.
+    pai = explain(Predictor(model=None, overlap="none"), job)
+    assert pai.physics_seconds is None and pai.summary().startswith("memory dominates: ")
+
+
 def test_what_if_explanation_splits_the_speedup(predictor):
     e = explain(predictor, TESTBED_JOB, ["network=emulated-1g"])
     assert isinstance(e, SpeedupExplanation)

@@ -664,3 +664,26 @@ def test_a_bridged_ring_over_more_than_two_gpus_runs_at_the_host_link():
     resolved = _resolved(jobs)
     np.testing.assert_allclose(resolved.intra_node_bw_bytes_per_s, [50e9, 15.7538e9])
     np.testing.assert_allclose(resolved.intra_node_latency_s, [5e-7, 1e-6])
+
+
+def test_the_parts_of_a_step_add_up_to_it_and_input_counts_beyond_the_rest():
+    jobs = [
+        _job(network="ethernet-25g"),  # all-reduce across nodes: exposed communication
+        {"workload": {"model": "tacotron2", "precision": "fp16", "batch_size_per_gpu": 256},
+         "parallelism": {"architecture": "single"}, "cluster": {"gpu": "H100-SXM5-80GB"}},
+        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 64},
+         "parallelism": {"architecture": "ps-worker", "workers": 8, "parameter_servers": 2},
+         "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "network": "ethernet-25g"}},
+    ]  # fmt: skip
+    p = _resolved(jobs).breakdown().physics
+    parts = p.parts_s()
+    assert parts.shape == (3, len(physics.STEP_PARTS))
+    np.testing.assert_allclose(parts.sum(axis=1), p.step_time_s, rtol=1e-12)
+    launches = physics.STEP_PARTS.index("kernel launches")
+    assert np.argmax(parts[1]) == launches  # Tacotron 2's thousands of small kernels per step
+    assert np.argmax(parts[2]) == physics.STEP_PARTS.index("exposed communication")  # PS fan-in over 25 GbE
+    # By hand: 1 s of operators, 0.5 s exposed; input of 2 s adds its 0.5 s beyond them, input of 1 s nothing.
+    device = physics.DeviceTimes(np.array([0.6, 0.6]), np.array([0.4, 0.4]), np.zeros(2), np.zeros(2))
+    hand = physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
+    np.testing.assert_allclose(hand.parts_s(), [[0.6, 0.4, 0, 0, 0.5, 0.5], [0.6, 0.4, 0, 0, 0.5, 0.0]])
+    np.testing.assert_allclose(hand.step_time_s, [2.0, 1.5])
