@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 ARCHITECTURE_CODES = {"single": 0, "allreduce-local": 1, "allreduce-cluster": 2, "ps-worker": 3}
 
 COMPONENTS = ("io", "compute", "memory", "communication")
+#: What a bottleneck names: the PAI components and, on the roofline physics, the dispatch of the
+#: work (kernel launches and the framework's per-step host overhead), which the components leave out.
+BOTTLENECKS = COMPONENTS + ("dispatch",)
 
 #: Share of a training step's FLOPs in the backward pass (backward costs about
 #: twice the forward), the window in which gradient communication can hide.
@@ -215,6 +218,17 @@ class BreakdownArrays:
         """Rows of (io, compute, memory, communication) seconds."""
         return np.stack([self.io_s, self.compute_s, self.memory_s, self.comm_s], axis=-1)
 
-    def bottleneck_code(self) -> np.ndarray:
-        """Index into :data:`COMPONENTS` of the largest component."""
-        return np.argmax(self.component_matrix_s(), axis=-1)
+    def bottleneck_code(self, overlap: str = "none") -> np.ndarray:
+        """Index into :data:`BOTTLENECKS` of what bounds each job's step under ``overlap``.
+
+        On the roofline physics: io where the prefetched input outlasts the rest
+        of the step, else the largest of its matrix operators (compute),
+        memory-bound operators (memory), exposed communication and dispatch
+        (kernel launches plus host overhead). Otherwise the largest PAI component.
+        """
+        physics = self.physics if overlap == "roofline" else None
+        if physics is None:
+            return np.argmax(self.component_matrix_s(), axis=-1)
+        matrix, memory_bound, launches, host, exposed, input_beyond = np.moveaxis(physics.parts_s(), -1, 0)
+        code = 1 + np.argmax(np.stack([matrix, memory_bound, exposed, launches + host], axis=-1), axis=-1)
+        return np.where(input_beyond > 0, 0, code)

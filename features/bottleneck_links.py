@@ -9,14 +9,17 @@ from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.resolve import ResolvedJobs
 
 
-def bottleneck_links(resolved: ResolvedJobs, breakdown: BreakdownArrays, catalogs: CatalogArrays | None = None) -> np.ndarray:
-    """Per job, the link behind an io or communication bottleneck (None for compute and memory).
+def bottleneck_links(
+    resolved: ResolvedJobs, breakdown: BreakdownArrays, catalogs: CatalogArrays | None = None, code: np.ndarray | None = None
+) -> np.ndarray:
+    """Per job, the link behind an io or communication bottleneck (None for the others).
 
-    Communication names the slower of the intra-node link and the network; a
-    PS/Worker network bound by the servers' NICs says so.
+    ``code`` indexes :data:`features.analytical.BOTTLENECKS` (default: the
+    largest PAI component). Communication names the slower of the intra-node
+    link and the network; a PS/Worker network bound by the servers' NICs says so.
     """
     cat = catalogs or catalog_arrays()
-    code = breakdown.bottleneck_code()
+    code = breakdown.bottleneck_code() if code is None else code
     names = np.array(cat.link_names + [None], object)
     host = np.where(resolved.device_index >= 0, cat.host_link_index[np.maximum(resolved.device_index, 0)], -1)
     intra = names[resolved.intra_link_index]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from features import scenarios
-from features.analytical import COMPONENTS, OVERLAP_STRATEGIES, BreakdownArrays
+from features.analytical import BOTTLENECKS, OVERLAP_STRATEGIES, BreakdownArrays
 from features.errors import RowError, SpecError
 from features.jobspec import Job, flatten, job_from_dict, load_job
 from features.layout_spec import is_layout_job
@@ -151,15 +151,16 @@ class Predictor:
     def _analytical_table(self, table: JobTable) -> TablePrediction:
         resolved = resolve(table)
         breakdown = resolved.breakdown()
-        code = breakdown.bottleneck_code()
-        names = np.array(COMPONENTS, object)[code]
+        # The bottleneck of the analytical step predictions start from (the roofline's parts for a learned model).
+        code = breakdown.bottleneck_code(self.baseline)
+        names = np.array(BOTTLENECKS, object)[code]
         names[~resolved.ok] = None
         return TablePrediction(
             resolved=resolved,
             breakdown=breakdown,
             step_time_s=breakdown.step_time_s(self.overlap),
             bottleneck=names,
-            bottleneck_link=bottleneck_links(resolved, breakdown, catalog_arrays()),
+            bottleneck_link=bottleneck_links(resolved, breakdown, catalog_arrays(), code),
             method=self.method,
         )
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from features.analytical import COMPONENTS
+from features.analytical import BOTTLENECKS
 from features.fields import FLAT_FIELDS
 from features.hardware import hardware_catalog
 
@@ -69,7 +69,7 @@ def family_column(family: str) -> str:
 
 def empty_scored(frame: pd.DataFrame, learned: bool, scenario: bool, explain: bool = False) -> pd.DataFrame:
     """A scored frame without rows, with the columns and types a non-empty one has (a Dask ``meta``)."""
-    labels = {"bottleneck": COMPONENTS, "bottleneck_link": link_categories(), "target_bottleneck": COMPONENTS}
+    labels = {"bottleneck": BOTTLENECKS, "bottleneck_link": link_categories(), "target_bottleneck": BOTTLENECKS}
     text = {"extrapolation", "error"}
     names = [*BASELINE_COLUMNS, *(SCENARIO_COLUMNS if scenario else ()), "extrapolation", "error"]
     if not learned:

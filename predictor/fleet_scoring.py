@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from features import scenarios
-from features.analytical import COMPONENTS
+from features.analytical import BOTTLENECKS
 from features.table import validate_columns
 from predictor.fleet_columns import OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories
 from predictor.fleet_configs import ConfigScores, distinct_configs
@@ -60,7 +60,7 @@ def score_configs(
         numbers["throughput_samples_per_s"] = base.global_batch_size / base.step_time_s
     numbers.update(io_s=b.io_s, compute_s=b.compute_s, memory_s=b.memory_s, comm_s=b.comm_s)
     labels: dict[str, tuple[np.ndarray, Sequence[str]]] = {
-        "bottleneck": (base.bottleneck, COMPONENTS),
+        "bottleneck": (base.bottleneck, BOTTLENECKS),
         "bottleneck_link": (base.bottleneck_link, link_categories()),
     }
     numbers["total_gpus"] = base.resolved.total_gpus
@@ -70,7 +70,7 @@ def score_configs(
         for name in ("speedup_lower", "speedup_upper", "p_speedup_gt_1"):
             if getattr(result, name) is not None:
                 numbers[name] = getattr(result, name)
-        labels["target_bottleneck"] = (target.bottleneck, COMPONENTS)
+        labels["target_bottleneck"] = (target.bottleneck, BOTTLENECKS)
         numbers["target_total_gpus"] = target.resolved.total_gpus
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}

@@ -46,7 +46,7 @@ def test_one_job_explanation_multiplies_out_to_the_prediction(predictor):
     product = e.analytical_step_time_s * e.base_factor * np.prod(list(e.family_factors.values()))
     assert product == pytest.approx(e.step_time_s, rel=1e-4)
     assert sum(e.shares.values()) == pytest.approx(1.0)
-    assert e.bottleneck in e.shares and e.summary()
+    assert e.bottleneck in ("io", "compute", "memory", "communication", "dispatch") and e.summary()
 
 
 def test_the_analytical_step_is_split_into_the_parts_of_the_physics_the_model_starts_from(predictor):
@@ -65,12 +65,12 @@ def test_a_host_bound_job_is_explained_by_its_launches_not_by_the_pai_components
     job = {"name": "tacotron2", "workload": {"model": "tacotron2", "batch_size_per_gpu": 256, "precision": "fp16"},
            "cluster": {"gpu": "H100-SXM5-80GB"}}
     e = explain(Predictor(model=None, overlap="roofline"), job)
-    assert e.bottleneck == "memory"
+    assert e.bottleneck == "dispatch" and e.shares["memory"] > 0.8
     assert e.physics_seconds["kernel launches"] > 0.5 * e.analytical_step_time_s
     assert e.summary().startswith("kernel launches dominate: ")
     # The PAI model as the baseline keeps the PAI components' account.
     pai = explain(Predictor(model=None, overlap="none"), job)
-    assert pai.physics_seconds is None and pai.summary().startswith("memory dominates: ")
+    assert pai.physics_seconds is None and pai.summary().startswith("memory dominates: ") and pai.bottleneck == "memory"
 
 
 def test_what_if_explanation_splits_the_speedup(predictor):

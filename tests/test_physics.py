@@ -687,3 +687,25 @@ def test_the_parts_of_a_step_add_up_to_it_and_input_counts_beyond_the_rest():
     hand = physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
     np.testing.assert_allclose(hand.parts_s(), [[0.6, 0.4, 0, 0, 0.5, 0.5], [0.6, 0.4, 0, 0, 0.5, 0.0]])
     np.testing.assert_allclose(hand.step_time_s, [2.0, 1.5])
+
+
+def test_on_the_roofline_the_bottleneck_is_the_largest_part_and_io_only_where_input_outlasts_the_rest():
+    from features.analytical import BOTTLENECKS
+
+    jobs = [
+        {"workload": {"model": "tacotron2", "precision": "fp16", "batch_size_per_gpu": 256},
+         "parallelism": {"architecture": "single"}, "cluster": {"gpu": "H100-SXM5-80GB"}},
+        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 64},
+         "parallelism": {"architecture": "ps-worker", "workers": 8, "parameter_servers": 2},
+         "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "network": "ethernet-25g"}},
+    ]  # fmt: skip
+    breakdown = _resolved(jobs).breakdown()
+    roofline = [BOTTLENECKS[c] for c in breakdown.bottleneck_code("roofline")]
+    pai = [BOTTLENECKS[c] for c in breakdown.bottleneck_code()]
+    assert roofline == ["dispatch", "communication"]  # launches carry Tacotron 2's step; PS fan-in the other
+    assert pai == ["memory", "communication"]  # the PAI components carry no launches
+    # By hand: 1 s of operators (0.6 matrix), 0.5 s exposed; input of 2 s bounds the step, input of 1 s does not.
+    device = physics.DeviceTimes(np.array([0.6, 0.6]), np.array([0.4, 0.4]), np.zeros(2), np.zeros(2))
+    hand = physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
+    b = dataclasses.replace(breakdown, physics_fn=lambda: hand)
+    assert [BOTTLENECKS[c] for c in b.bottleneck_code("roofline")] == ["io", "compute"]
