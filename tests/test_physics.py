@@ -666,25 +666,31 @@ def test_a_bridged_ring_over_more_than_two_gpus_runs_at_the_host_link():
     np.testing.assert_allclose(resolved.intra_node_latency_s, [5e-7, 1e-6])
 
 
+#: A host-bound job (Tacotron 2's thousands of small kernels per step) and a PS/Worker job bound by its fan-in.
+HOST_BOUND_AND_PS_JOBS = [
+    {"workload": {"model": "tacotron2", "precision": "fp16", "batch_size_per_gpu": 256},
+     "parallelism": {"architecture": "single"}, "cluster": {"gpu": "H100-SXM5-80GB"}},
+    {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 64},
+     "parallelism": {"architecture": "ps-worker", "workers": 8, "parameter_servers": 2},
+     "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "network": "ethernet-25g"}},
+]  # fmt: skip
+
+
+def _hand_physics() -> physics.PhysicsArrays:
+    """Two jobs of 1 s of operators (0.6 s matrix) and 0.5 s exposed communication; input of 2 s and of 1 s."""
+    device = physics.DeviceTimes(np.array([0.6, 0.6]), np.array([0.4, 0.4]), np.zeros(2), np.zeros(2))
+    return physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
+
+
 def test_the_parts_of_a_step_add_up_to_it_and_input_counts_beyond_the_rest():
-    jobs = [
-        _job(network="ethernet-25g"),  # all-reduce across nodes: exposed communication
-        {"workload": {"model": "tacotron2", "precision": "fp16", "batch_size_per_gpu": 256},
-         "parallelism": {"architecture": "single"}, "cluster": {"gpu": "H100-SXM5-80GB"}},
-        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 64},
-         "parallelism": {"architecture": "ps-worker", "workers": 8, "parameter_servers": 2},
-         "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "network": "ethernet-25g"}},
-    ]  # fmt: skip
-    p = _resolved(jobs).breakdown().physics
+    p = _resolved([_job(network="ethernet-25g"), *HOST_BOUND_AND_PS_JOBS]).breakdown().physics
     parts = p.parts_s()
     assert parts.shape == (3, len(physics.STEP_PARTS))
     np.testing.assert_allclose(parts.sum(axis=1), p.step_time_s, rtol=1e-12)
-    launches = physics.STEP_PARTS.index("kernel launches")
-    assert np.argmax(parts[1]) == launches  # Tacotron 2's thousands of small kernels per step
-    assert np.argmax(parts[2]) == physics.STEP_PARTS.index("exposed communication")  # PS fan-in over 25 GbE
-    # By hand: 1 s of operators, 0.5 s exposed; input of 2 s adds its 0.5 s beyond them, input of 1 s nothing.
-    device = physics.DeviceTimes(np.array([0.6, 0.6]), np.array([0.4, 0.4]), np.zeros(2), np.zeros(2))
-    hand = physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
+    assert np.argmax(parts[1]) == physics.STEP_PARTS.index("kernel launches")
+    assert np.argmax(parts[2]) == physics.STEP_PARTS.index("exposed communication")
+    # By hand: input of 2 s adds its 0.5 s beyond the 1.5 s of the rest; input of 1 s adds nothing.
+    hand = _hand_physics()
     np.testing.assert_allclose(hand.parts_s(), [[0.6, 0.4, 0, 0, 0.5, 0.5], [0.6, 0.4, 0, 0, 0.5, 0.0]])
     np.testing.assert_allclose(hand.step_time_s, [2.0, 1.5])
 
@@ -692,20 +698,9 @@ def test_the_parts_of_a_step_add_up_to_it_and_input_counts_beyond_the_rest():
 def test_on_the_roofline_the_bottleneck_is_the_largest_part_and_io_only_where_input_outlasts_the_rest():
     from features.analytical import BOTTLENECKS
 
-    jobs = [
-        {"workload": {"model": "tacotron2", "precision": "fp16", "batch_size_per_gpu": 256},
-         "parallelism": {"architecture": "single"}, "cluster": {"gpu": "H100-SXM5-80GB"}},
-        {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 64},
-         "parallelism": {"architecture": "ps-worker", "workers": 8, "parameter_servers": 2},
-         "cluster": {"gpu": "V100-SXM2-16GB", "gpus_per_node": 8, "network": "ethernet-25g"}},
-    ]  # fmt: skip
-    breakdown = _resolved(jobs).breakdown()
-    roofline = [BOTTLENECKS[c] for c in breakdown.bottleneck_code("roofline")]
-    pai = [BOTTLENECKS[c] for c in breakdown.bottleneck_code()]
-    assert roofline == ["dispatch", "communication"]  # launches carry Tacotron 2's step; PS fan-in the other
-    assert pai == ["memory", "communication"]  # the PAI components carry no launches
-    # By hand: 1 s of operators (0.6 matrix), 0.5 s exposed; input of 2 s bounds the step, input of 1 s does not.
-    device = physics.DeviceTimes(np.array([0.6, 0.6]), np.array([0.4, 0.4]), np.zeros(2), np.zeros(2))
-    hand = physics.PhysicsArrays(device, np.zeros(2), np.array([0.5, 0.5]), np.array([0.5, 0.5]), np.array([2.0, 1.0]))
-    b = dataclasses.replace(breakdown, physics_fn=lambda: hand)
+    breakdown = _resolved(HOST_BOUND_AND_PS_JOBS).breakdown()
+    assert [BOTTLENECKS[c] for c in breakdown.bottleneck_code("roofline")] == ["dispatch", "communication"]
+    assert [BOTTLENECKS[c] for c in breakdown.bottleneck_code()] == ["memory", "communication"]  # PAI: no launches
+    # By hand: input of 2 s bounds the step (io); with 1 s of input the 0.6 s of matrix operators lead.
+    b = dataclasses.replace(breakdown, physics_fn=_hand_physics)
     assert [BOTTLENECKS[c] for c in b.bottleneck_code("roofline")] == ["io", "compute"]
