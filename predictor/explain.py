@@ -99,14 +99,24 @@ class Explanation:
 
     @property
     def dominant_part(self) -> str:
-        """The largest part of the analytical step: a roofline part where known, else a PAI component."""
+        """What bounds the analytical step: input where it outlasts the rest of the step, else its largest
+        roofline part (where known), else the largest PAI component."""
         if self.physics_seconds:
+            if self.physics_seconds["input"] > 0:
+                return "input"
             return max(self.physics_seconds, key=lambda part: self.physics_seconds[part])
         return self.bottleneck
 
     def summary(self) -> str:
         part = self.dominant_part
-        if self.physics_seconds:
+        if self.physics_seconds and part == "input":
+            total = sum(self.physics_seconds.values())
+            where = f" over {self.bottleneck_link}" if self.bottleneck_link else ""
+            text = (
+                f"input{where} bounds the step: the prefetched input takes the whole analytical step ({total:.3g} s), "
+                f"{self.physics_seconds['input']:.3g} s longer than the rest"
+            )
+        elif self.physics_seconds:
             total = sum(self.physics_seconds.values())
             where = f" over {self.bottleneck_link}" if self.bottleneck_link and part == "exposed communication" else ""
             verb = "dominate" if part.endswith("s") else "dominates"

@@ -155,3 +155,18 @@ def test_a_job_outside_the_training_domain_explains_the_faded_correction(predict
     e = explain(predictor, ps_job)
     product = e.analytical_step_time_s * e.base_factor * np.prod(list(e.family_factors.values()))
     assert product == pytest.approx(e.step_time_s, rel=1e-4)
+
+
+def test_an_input_bound_step_is_said_to_be_bound_by_its_input():
+    # 1.5 s of the rest (matrix 0.6, memory-bound 0.4, exposed 0.5) and 2 s of prefetched input: input bounds it.
+    from predictor.explain import Explanation
+
+    parts = {"matrix operators": 0.6, "memory-bound operators": 0.4, "kernel launches": 0.0, "host overhead": 0.0,
+             "exposed communication": 0.5, "input": 0.5}  # fmt: skip
+    e = Explanation(name="j", step_time_s=2.0, analytical_step_time_s=2.0, shares={}, seconds={}, bottleneck="io",
+                    bottleneck_link="pcie-gen3", base_factor=None, family_factors={}, physics_seconds=parts)  # fmt: skip
+    assert e.summary() == (
+        "input over pcie-gen3 bounds the step: the prefetched input takes the whole analytical step (2 s), 0.5 s longer than the rest"
+    )
+    parts.update({"input": 0.0, "matrix operators": 1.1})
+    assert e.summary() == "matrix operators dominate: 55% of the analytical step (2 s)"
