@@ -10,6 +10,12 @@ prints each next to the study's figure:
 
 * share of step time per component (io, compute, memory, communication) of
   the PAI additive breakdown, over the fleet and per architecture;
+* the same for the parts of the roofline physics a learned model starts from
+  (matrix and memory-bound operators, kernel launches, host overhead, the
+  communication the backward pass cannot hide, input beyond the rest): where
+  the PAI components count all communication and no dispatch, these say how
+  much of the fleet's time goes to launching kernels and to the all-reduce
+  tail that nothing hides;
 * the speedup distribution under the run's scenario (``--to``), if any;
 * PS/Worker jobs moved to AllReduce over their GPU's NVLink, and the jobs
   whose gradients cross the network (PS/Worker, multi-node AllReduce) placed
@@ -43,7 +49,7 @@ from pathlib import Path
 import pandas as pd
 
 from features.errors import SpecError
-from predictor.fleet_report_figures import plot_shares, plot_speedups
+from predictor.fleet_report_figures import plot_roofline_shares, plot_shares, plot_speedups
 from predictor.fleet_report_text import json_safe, markdown
 from predictor.fleet_report_views import (
     PAI_COMMUNICATION_SHARE,
@@ -83,8 +89,9 @@ def write_report(
     except OSError as exc:
         raise SpecError("--report", str(directory), f"cannot create the directory ({exc.strerror})") from None
     report = build_report(scored, to, overlap, method, model, confidence_level)
-    images = {"shares": "component_shares.png", "views": "standard_views.png"}
+    images = {"shares": "component_shares.png", "roofline": "roofline_shares.png", "views": "standard_views.png"}
     plot_shares(report, directory / images["shares"])
+    plot_roofline_shares(report, directory / images["roofline"])
     plot_speedups(
         [report.ps_to_allreduce, report.ethernet_upgrade],
         directory / images["views"],

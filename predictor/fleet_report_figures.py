@@ -7,34 +7,55 @@ from pathlib import Path
 import numpy as np
 
 from features.analytical import COMPONENTS
+from features.physics import STEP_PARTS
 from predictor.fleet_report_text import pct, times
-from predictor.fleet_report_views import PAI_COMMUNICATION_SHARE, FleetReport, SpeedupView
+from predictor.fleet_report_views import PAI_COMMUNICATION_SHARE, FleetReport, ShareRow, SpeedupView
 
-_COLOURS = {"io": "tab:green", "compute": "tab:blue", "memory": "tab:orange", "communication": "tab:red"}
+_COLOURS = {
+    "io": "tab:green",
+    "compute": "tab:blue",
+    "memory": "tab:orange",
+    "communication": "tab:red",
+    "matrix operators": "tab:blue",
+    "memory-bound operators": "tab:orange",
+    "kernel launches": "tab:purple",
+    "host overhead": "tab:pink",
+    "exposed communication": "tab:red",
+    "input": "tab:green",
+}
 
 
 def plot_shares(report: FleetReport, path: Path) -> None:
+    """The PAI components' shares of the additive step, with the study's communication share."""
+    _plot_share_rows(report.shares, COMPONENTS, path, "Where the fleet's step time goes", "share of the additive step time", study=True)
+
+
+def plot_roofline_shares(report: FleetReport, path: Path) -> None:
+    """The roofline physics' parts' shares of its step."""
+    _plot_share_rows(report.roofline_shares, STEP_PARTS, path, "Where the fleet's step time goes on the roofline physics", "share of the physics' step time")
+
+
+def _plot_share_rows(rows: list[ShareRow], parts: tuple[str, ...], path: Path, title: str, xlabel: str, study: bool = False) -> None:
     from matplotlib.figure import Figure
 
-    rows = report.shares
-    fig = Figure(figsize=(9, 1.2 + 0.9 * (len(rows) + 1)))
+    labels = [f"{r.group} ({r.jobs:,})" for r in rows] + (["PAI study (communication)"] if study else [])
+    fig = Figure(figsize=(9, 1.2 + 0.9 * (len(labels) + 1)))
     axes = fig.subplots(1, 2, sharey=True)
-    labels = [f"{r.group} ({r.jobs:,})" for r in rows] + ["PAI study (communication)"]
-    for ax, key, title in ((axes[0], "per_job", "mean over jobs"), (axes[1], "gpu_time", "share of GPU time")):
+    for ax, key, heading in ((axes[0], "per_job", "mean over jobs"), (axes[1], "gpu_time", "share of GPU time")):
         left = np.zeros(len(labels))
-        for component in COMPONENTS:
-            values = np.array([getattr(r, key)[component] for r in rows] + [np.nan])
-            if component == "communication":
+        for part in parts:
+            values = np.array([getattr(r, key)[part] for r in rows] + ([np.nan] if study else []))
+            if study and part == "communication":
                 values[-1] = PAI_COMMUNICATION_SHARE
             values = np.nan_to_num(values)
-            ax.barh(labels, values, left=left, color=_COLOURS[component], label=component)
+            ax.barh(labels, values, left=left, color=_COLOURS[part], label=part)
             left += values
         ax.set_xlim(0, 1)
-        ax.set_title(title)
-        ax.set_xlabel("share of the additive step time")
-    axes[0].invert_yaxis()  # shared: the fleet on top, the study's figure at the bottom
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle("Where the fleet's step time goes")
+        ax.set_title(heading)
+        ax.set_xlabel(xlabel)
+    axes[0].invert_yaxis()  # shared: the fleet on top (and the study's figure at the bottom)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=min(len(parts), 6), fontsize=8, frameon=False)
+    fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
 

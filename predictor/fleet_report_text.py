@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from features.analytical import COMPONENTS
+from features.physics import STEP_PARTS
 from predictor.fleet_report_views import (
     PAI_COMMUNICATION_SHARE,
     PAI_ETHERNET_25_TO_100_SPEEDUP,
@@ -62,6 +63,7 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
     rows = [[r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in COMPONENTS), *(pct(r.gpu_time[c]) for c in COMPONENTS)] for r in report.shares]
     rows.append(["PAI study", "", "", "", "", f"~{PAI_COMMUNICATION_SHARE:.0%}", "", "", "", ""])
     lines += _markdown_table(header, rows) + ["", f"![component shares]({images['shares']})", ""]
+    lines += _roofline_section(report, images["roofline"])
 
     if report.scenario is not None:
         v = report.scenario
@@ -116,6 +118,34 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
         lines.append("No job gains under this scenario.")
     lines.append("")
     return "\n".join(lines)
+
+
+def _roofline_section(report: FleetReport, image: str) -> list[str]:
+    """The roofline physics' parts by group, and what they say that the PAI components cannot."""
+    lines = ["## Where the step time goes on the roofline physics", ""]
+    if not report.roofline_shares:
+        return lines + ["No job was predicted.", ""]
+    overall = report.roofline_shares[0]
+
+    def dispatch(shares: dict[str, float]) -> float:
+        return shares["kernel launches"] + shares["host overhead"]
+
+    lines += [
+        "The roofline physics, the step a learned model starts from, splits each step by mechanism: matrix and "
+        "memory-bound operators at their attainable rates, kernel launches, host overhead, the communication the "
+        "backward pass cannot hide, and input beyond the rest of the step (prefetched); the parts add up to its step. "
+        f"Dispatch (kernel launches and host overhead) takes **{pct(dispatch(overall.per_job))}** of a job's step on average "
+        f"(**{pct(dispatch(overall.gpu_time))}** of the fleet's GPU time) and exposed communication "
+        f"**{pct(overall.per_job['exposed communication'])}** (**{pct(overall.gpu_time['exposed communication'])}**). "
+        "The PAI components above count all communication, hidden or not, and no dispatch.",
+        "",
+    ]
+    header = ["jobs", "count", *(f"{c} (per job)" for c in STEP_PARTS), *(f"{c} (GPU time)" for c in STEP_PARTS)]
+    rows = [
+        [r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in STEP_PARTS), *(pct(r.gpu_time[c]) for c in STEP_PARTS)]
+        for r in report.roofline_shares
+    ]
+    return lines + _markdown_table(header, rows) + ["", f"![roofline shares]({image})", ""]
 
 
 def json_safe(value: Any) -> Any:

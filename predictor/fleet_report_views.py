@@ -12,7 +12,10 @@ import pandas as pd
 
 from features.analytical import COMPONENTS
 from features.fields import ARCHITECTURES, FLAT_FIELDS
-from features.table import RULES, JobTable, check_column
+from features.physics import STEP_PARTS
+from features.resolve import resolve
+from features.table import RULES, JobTable, check_column, validate_columns
+from predictor.fleet_configs import distinct_configs
 from predictor.fleet_scoring import score_frame
 
 #: Wang et al. 2019, abstract: communication "takes almost 62% of the total execution time ... on average".
@@ -38,7 +41,8 @@ class Weights:
 
 @dataclass(frozen=True)
 class ShareRow:
-    """Component shares of the additive step time for one group of jobs."""
+    """Shares of a step's parts for one group of jobs: the PAI components of the additive step, or
+    the roofline physics' parts (:data:`features.physics.STEP_PARTS`)."""
 
     group: str
     jobs: int
@@ -82,6 +86,7 @@ class FleetReport:
     overlap: str
     method: str
     shares: list[ShareRow]
+    roofline_shares: list[ShareRow]
     scenario: SpeedupView | None
     ps_to_allreduce: SpeedupView
     ethernet_upgrade: SpeedupView
@@ -101,6 +106,7 @@ class FleetReport:
             "method": self.method,
             "shares": [asdict(row) for row in self.shares],
             "study_communication_share": PAI_COMMUNICATION_SHARE,
+            "roofline_shares": [asdict(row) for row in self.roofline_shares],
             "scenario": None if self.scenario is None else self.scenario.to_dict(),
             "ps_to_allreduce": self.ps_to_allreduce.to_dict(),
             "ethernet_upgrade": self.ethernet_upgrade.to_dict(),
@@ -144,6 +150,33 @@ def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
 def component_shares(scored: pd.DataFrame, weights: Weights, architecture: np.ndarray) -> list[ShareRow]:
     """Shares of io, compute, memory and communication in the additive step time, overall and per architecture."""
     seconds = np.stack([scored[c].to_numpy(float) for c in COMPONENT_COLUMNS], axis=1)
+    return _share_rows(seconds, COMPONENTS, weights, architecture)
+
+
+def roofline_parts_s(scored: pd.DataFrame) -> np.ndarray:
+    """Seconds of each part of the roofline physics (:data:`features.physics.STEP_PARTS`), rows x parts.
+
+    The physics a learned model starts from, whatever the fleet was scored
+    with; computed once per distinct job configuration. A row without a
+    prediction has none (NaN).
+    """
+    inverse, distinct, k = distinct_configs(scored)
+    resolved = resolve(validate_columns(distinct, k))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        parts = resolved.breakdown().physics.parts_s()
+    parts[~resolved.ok] = np.nan
+    parts = parts[inverse]
+    parts[~np.isfinite(scored["step_time_s"].to_numpy(float))] = np.nan
+    return parts
+
+
+def roofline_shares(scored: pd.DataFrame, weights: Weights, architecture: np.ndarray) -> list[ShareRow]:
+    """Shares of the roofline physics' parts in its step time, overall and per architecture."""
+    return _share_rows(roofline_parts_s(scored), STEP_PARTS, weights, architecture)
+
+
+def _share_rows(seconds: np.ndarray, names: Sequence[str], weights: Weights, architecture: np.ndarray) -> list[ShareRow]:
+    """Each part's share of the step (``seconds``: rows x parts, adding up to the step) by group of jobs."""
     total = seconds.sum(axis=1)
     valid = np.isfinite(total) & (total > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -157,8 +190,8 @@ def component_shares(scored: pd.DataFrame, weights: Weights, architecture: np.nd
             ShareRow(
                 group=name,
                 jobs=int(mask.sum()),
-                per_job={c: float(shares[mask, i].mean()) for i, c in enumerate(COMPONENTS)},
-                gpu_time={c: _weighted_mean(shares[mask, i], weights.values[mask]) for i, c in enumerate(COMPONENTS)},
+                per_job={c: float(shares[mask, i].mean()) for i, c in enumerate(names)},
+                gpu_time={c: _weighted_mean(shares[mask, i], weights.values[mask]) for i, c in enumerate(names)},
             )
         )
     return rows
@@ -276,6 +309,7 @@ def build_report(
     architecture = _architectures(scored)
     step = scored["step_time_s"].to_numpy(float)
     shares = component_shares(scored, weights, architecture)
+    physics_shares = roofline_shares(scored, weights, architecture)
     ps_view = ps_to_allreduce_view(scored, weights, architecture, scoring)
     ethernet_view = ethernet_upgrade_view(scored, weights, architecture, scoring)
 
@@ -304,6 +338,7 @@ def build_report(
         overlap=overlap,
         method=method,
         shares=shares,
+        roofline_shares=physics_shares,
         scenario=scenario_view,
         ps_to_allreduce=ps_view,
         ethernet_upgrade=ethernet_view,

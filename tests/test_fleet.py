@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from features import physics
 from features.jobspec import flatten, job_from_dict
 from predictor import Predictor
 from cli.main import app
@@ -22,7 +23,9 @@ from predictor.fleet import (
     write_atomic,
 )
 from predictor.fleet_example import ARCHITECTURE_MIX, SOURCE, example_fleet
+from predictor.explain import explain
 from predictor.fleet_report import PAI_COMMUNICATION_SHARE, write_report
+from predictor.fleet_report_views import roofline_parts_s
 
 runner = CliRunner()
 
@@ -201,6 +204,37 @@ def test_report_files_and_pai_views(tmp_path, fleet):
     assert ethernet["mean_speedup"] >= 1.0 and ethernet["share_faster"] == 1.0  # more bandwidth is never slower
     assert summary["weight_unit"] == "GPU-hours" and "steps" in summary["weight_basis"]
     assert summary["top_gains"] and summary["top_gains"][0]["GPU-hours saved"] > 0
+
+
+def test_report_roofline_shares(tmp_path, fleet):
+    scored = score_fleet(fleet, progress=False, **ANALYTICAL)
+    report = write_report(scored, tmp_path / "report", **ANALYTICAL)
+    assert "roofline_shares.png" in report.files
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    shares = {row["group"]: row for row in summary["roofline_shares"]}
+    assert set(shares) == {row["group"] for row in summary["shares"]}
+    for row in shares.values():
+        assert list(row["per_job"]) == list(physics.STEP_PARTS)
+        assert sum(row["per_job"].values()) == pytest.approx(1.0)
+        assert sum(row["gpu_time"].values()) == pytest.approx(1.0)
+    assert shares["single"]["per_job"]["exposed communication"] == 0.0  # nothing to communicate
+    assert shares["ps-worker"]["per_job"]["exposed communication"] > shares["allreduce-local"]["per_job"]["exposed communication"]
+    assert shares["all jobs"]["per_job"]["kernel launches"] > 0.0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Where the step time goes on the roofline physics" in text
+    dispatch = shares["all jobs"]["per_job"]["kernel launches"] + shares["all jobs"]["per_job"]["host overhead"]
+    assert f"Dispatch (kernel launches and host overhead) takes **{dispatch:.0%}** of a job's step" in text
+
+
+def test_roofline_parts_are_the_explained_physics_and_bad_rows_have_none(bad_fleet, ps_job):
+    scored = score_frame(bad_fleet, **ANALYTICAL)
+    parts = roofline_parts_s(scored)
+    assert parts.shape == (20, len(physics.STEP_PARTS))
+    bad = sorted(BAD_ROWS)
+    assert np.isnan(parts[bad]).all()
+    good = np.setdiff1d(np.arange(20), bad)
+    expected = explain(Predictor(model=None, overlap="roofline"), ps_job).physics_seconds
+    np.testing.assert_allclose(parts[good], np.tile([expected[p] for p in physics.STEP_PARTS], (len(good), 1)), rtol=1e-12)
 
 
 def test_cli_example_then_fleet_with_report(tmp_path):
