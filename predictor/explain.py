@@ -48,12 +48,15 @@ def family_matrix(feature_names: Sequence[str]) -> np.ndarray:
 ATTRIBUTION_METHODS = ("treeshap", "saabas")
 
 
-def family_contributions(predictor: Predictor, result: TablePrediction, method: str = "treeshap") -> tuple[np.ndarray, np.ndarray]:
+def family_contributions(
+    predictor: Predictor, result: TablePrediction, method: str = "treeshap", faded: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Per job: log contributions of each family (n x families) and the base value (n).
 
     Their sum is the log correction the prediction applies: the model's log
     residual (a refit offset reported with the base value), times the share a
-    job outside the training domain keeps (:func:`predictor.domain.unseen_facts`).
+    job outside the training domain keeps (:func:`predictor.domain.unseen_facts`);
+    with ``faded=False``, the whole residual.
     """
     from predictor.artefact import DEDUPLICATE_ABOVE_ROWS, distinct_feature_rows, import_xgboost
 
@@ -69,6 +72,8 @@ def family_contributions(predictor: Predictor, result: TablePrediction, method: 
     else:
         families, base = grouped_shap(booster, values[first], family_matrix(frame.names), frame.names)
     families, base = families[inverse], base[inverse] + artefact.metadata.get("residual_offset", 0.0)
+    if not faded:
+        return families, base
     # A job outside the training domain keeps only a share of the correction: so do its parts.
     kept, _ = unseen_facts(artefact.metadata["domain"], result.resolved)
     return families * kept[:, None], base * kept
@@ -90,6 +95,11 @@ class Explanation:
     #: Seconds of each part of the roofline physics (:data:`features.physics.STEP_PARTS`), which add up to
     #: the analytical step; None where the baseline is not the roofline physics.
     physics_seconds: dict[str, float] | None = None
+    #: The share of the learned correction the job keeps (below 1 outside the training data), and the
+    #: whole correction's base and family factors before that fading (None without a learned model).
+    kept: float = 1.0
+    whole_base_factor: float | None = None
+    whole_family_factors: dict[str, float] | None = None
 
     @property
     def dominant_family(self) -> str | None:
@@ -161,12 +171,26 @@ class SpeedupExplanation:
     share: float = 1.0
 
     @property
+    def correction_share(self) -> float:
+        """The share of the correction's change the speedup keeps: the what-if kind's, times the share
+        the less familiar side keeps (:func:`predictor.learned.pair_correction_change`)."""
+        return self.share * min(self.baseline.kept, self.target.kept)
+
+    @property
+    def base_speedup_factor(self) -> float | None:
+        """How much of the speedup the residual's base rate adds (1 where both sides keep all of it)."""
+        base, target = self.baseline.whole_base_factor, self.target.whole_base_factor
+        if base is None or target is None:
+            return None
+        return (base / target) ** self.correction_share
+
+    @property
     def family_speedup_factors(self) -> dict[str, float]:
         """Per family, how much of the speedup the learned residual adds (>1 helps the target), at the what-if's share."""
-        return {
-            f: (self.baseline.family_factors[f] / self.target.family_factors[f]) ** self.share
-            for f in self.baseline.family_factors
-        }
+        base, target = self.baseline.whole_family_factors, self.target.whole_family_factors
+        if not base or not target:
+            return {}
+        return {f: (base[f] / target[f]) ** self.correction_share for f in base}
 
     def summary(self) -> str:
         # The parts of the analytical step where both sides have them, else the PAI components.
@@ -179,11 +203,15 @@ class SpeedupExplanation:
             f"{lead} ({base[lead]:.3g} s -> {target[lead]:.3g} s)"
         )
         factors = self.family_speedup_factors
-        if factors:
+        if factors and self.correction_share == 0:
+            side = "baseline" if self.baseline.kept <= self.target.kept else "target"
+            reason = "the what-if's kind keeps none of it" if self.share == 0 else f"the {side} lies outside the training data"
+            text += f"; the learned residual leaves it as it is ({reason})"
+        elif factors:
             # The residual's whole adjustment is its base rate's ratio times every family's; name the
             # base and the largest family, so the factors shown multiply to the total.
             family = max(factors, key=lambda f: abs(np.log(factors[f])))
-            base = (self.baseline.base_factor / self.target.base_factor) ** self.share
+            base = self.base_speedup_factor
             text += (
                 f"; the learned residual adjusts it by x{self.speedup / self.analytical_speedup:.2f} "
                 f"(x{base:.2f} its base rate, x{factors[family]:.2f} through {family}, the largest family)"
@@ -210,11 +238,14 @@ def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Ex
     b = result.breakdown
     seconds = dict(zip(COMPONENTS, (float(v) for v in b.component_matrix_s()[0])))
     total = sum(seconds.values())
-    base_factor, factors = None, {}
+    base_factor, factors, kept, whole_base, whole = None, {}, 1.0, None, None
     if predictor.artefact is not None:
-        families, base = family_contributions(predictor, result)
-        base_factor = float(np.exp(base[0]))
-        factors = {family: float(np.exp(families[0, i])) for i, family in enumerate(FAMILIES)}
+        families, base = family_contributions(predictor, result, faded=False)
+        kept = float(unseen_facts(predictor.artefact.metadata["domain"], result.resolved)[0][0])
+        whole_base = float(np.exp(base[0]))
+        whole = {family: float(np.exp(families[0, i])) for i, family in enumerate(FAMILIES)}
+        base_factor = float(np.exp(kept * base[0]))
+        factors = {family: float(np.exp(kept * families[0, i])) for i, family in enumerate(FAMILIES)}
     baseline = predictor.artefact.baseline if predictor.artefact is not None else predictor.overlap
     physics = b.physics if baseline == "roofline" else None
     physics_seconds = dict(zip(STEP_PARTS, (float(v) for v in physics.parts_s()[0]))) if physics is not None else None
@@ -229,6 +260,9 @@ def _explain_row(predictor: Predictor, result: TablePrediction, name: str) -> Ex
         base_factor=base_factor,
         family_factors=factors,
         physics_seconds=physics_seconds,
+        kept=kept,
+        whole_base_factor=whole_base,
+        whole_family_factors=whole,
     )
 
 
@@ -265,6 +299,8 @@ def plot_waterfall(explanation: Explanation | SpeedupExplanation, out: Path) -> 
 
     if isinstance(explanation, SpeedupExplanation):
         steps = [("analytical speedup", np.log(explanation.analytical_speedup))]
+        if explanation.base_speedup_factor is not None:
+            steps.append(("residual base", np.log(explanation.base_speedup_factor)))
         steps += [(f, np.log(v)) for f, v in explanation.family_speedup_factors.items()]
         title, end_label = f"{explanation.baseline.name}: speedup under {' + '.join(explanation.scenario)}", "predicted speedup"
     else:

@@ -44,6 +44,8 @@ class LearnedTimes:
     extrapolation: np.ndarray  # None, or why the job is outside the training data
     pooled: np.ndarray | None = None  # True where the interval comes from the pooled bin
     log_physics_s: np.ndarray | None = None  # the baseline the correction starts from
+    log_correction: np.ndarray | None = None  # the residual's whole log correction, before any fading
+    kept: np.ndarray | None = None  # the share of it the job keeps (below 1 outside the training data)
 
 
 def predict_times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArrays, confidence_level: float) -> LearnedTimes:
@@ -81,7 +83,7 @@ def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArray
     bins = step_bins(artefact.step_calibration, resolved.table)
     bins[pooled] = POOLED
     log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
-    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled, log_physics)
+    return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled, log_physics, residual, kept)
 
 
 def faded_prediction(
@@ -148,10 +150,14 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> tuple[np.ndarra
     notes = np.full(len(resolved.ok), None, object)
     pooled = np.zeros(len(resolved.ok), bool)
     for column in ("gpu", "architecture"):
-        codes, names = resolved.table.codes(column)
+        if column == "gpu":  # by catalogue name: an alias ("V100") names a GPU the data may hold
+            codes, names = resolved.device_index, list(resolved.catalogs.device_names)
+        else:
+            codes, names = resolved.table.codes(column)
         seen = domain["gpus" if column == "gpu" else "architectures"]
+        present = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
         for u, name in enumerate(names):
-            if name is not None and name not in seen:
+            if name is not None and name not in seen and present[u]:
                 rows = resolved.ok & (codes == u)
                 _note(notes, rows, f"{column} {name} is not in the training data")
                 if column == "architecture":
@@ -176,6 +182,19 @@ def _note(notes: np.ndarray, mask: np.ndarray, text: str) -> None:
     notes[more] = notes[more] + f"; {text}"
 
 
+def pair_correction_change(base_correction: np.ndarray, target_correction: np.ndarray, base_kept: np.ndarray, target_kept: np.ndarray) -> np.ndarray:
+    """The change of the learned log correction from a baseline to its what-if target, faded by the share
+    the less familiar side keeps.
+
+    Fading each side by its own share would apply a correction to one side
+    only where the other lies outside the training data: the residual's base
+    rate, common to every job, would then move the speedup, and a what-if
+    that only adds bandwidth could come out slower. Both sides fade alike,
+    so what the correction says about both cancels.
+    """
+    return np.minimum(base_kept, target_kept) * (base_correction - target_correction)
+
+
 @dataclass
 class LearnedSpeedup:
     speedup: np.ndarray
@@ -194,13 +213,21 @@ def predict_speedup(
     confidence_level: float,
 ) -> LearnedSpeedup:
     """Speedup = the physics' speedup times the kind's share of the correction's change
-    (:func:`predictor.calibration.pair_share`), its log calibrated on measured pairs."""
+    (:func:`predictor.calibration.pair_share`), its log calibrated on measured pairs.
+
+    The change is that of the whole corrections, faded by the share of the
+    correction the less familiar side keeps (:func:`pair_correction_change`).
+    """
     kinds = pair_kind(base_columns, target_columns)
     log_ratio = base.log_step_time_s - target.log_step_time_s
     share = pair_share(artefact.pair_shares, kinds)
     if base.log_physics_s is not None and target.log_physics_s is not None:
         physics_ratio = base.log_physics_s - target.log_physics_s
-        log_ratio = physics_ratio + share * (log_ratio - physics_ratio)
+        if base.log_correction is not None and target.log_correction is not None:
+            change = pair_correction_change(base.log_correction, target.log_correction, base.kept, target.kept)
+        else:
+            change = log_ratio - physics_ratio
+        log_ratio = physics_ratio + share * change
     table = artefact.speedup_calibration
     if table is None:  # no pairs to calibrate on: the step-time intervals bound the ratio
         low = np.log(base.lower_s) - np.log(target.upper_s)

@@ -119,6 +119,16 @@ def test_a_tuned_stack_is_outside_a_model_trained_on_stock_stacks(model_dirs):
     assert "software stack" in FACTS
 
 
+def test_a_gpu_named_by_its_alias_is_the_gpu_the_data_holds(ps_job):
+    """The shipped model's data holds the V100 SXM2 16GB: the alias "V100" names it, and is no new GPU type."""
+    full = Predictor().time(ps_job)
+    alias = Predictor().time({**ps_job, "cluster": {**ps_job["cluster"], "gpu": "V100"}})
+    assert ps_job["cluster"]["gpu"] == "V100-SXM2-16GB"
+    assert alias.warnings == full.warnings
+    assert not any("gpu V100" in w for w in alias.warnings)
+    assert alias.step_time_s == full.step_time_s
+
+
 @pytest.mark.parametrize(("share", "text"), [(0.0, "the prediction is the physics alone"), (0.25, "the prediction keeps 25% of the learned correction"),
                                              (0.0025, "the prediction keeps 0.25% of the learned correction"),
                                              (1.0, "the prediction keeps 100% of the learned correction")])

@@ -1,6 +1,7 @@
 """The shipped model keeps the physics' signs: five invariants over generated jobs and what-ifs.
 
-1. More bandwidth (network, intra-node, host link) never predicts a slower step.
+1. More bandwidth (network, intra-node, host link) never predicts a slower step, nor does a
+   what-if onto a network with as much bandwidth and no more latency.
 2. More NICs per node never predicts a slower step.
 3. More peak FLOP/s never predicts a slower step.
 4. More memory bandwidth never predicts a slower step.
@@ -149,6 +150,30 @@ def test_a_ladder_of_network_upgrades_is_never_slower(shipped, rows):
 @pytest.fixture(scope="module")
 def predictor():
     return Predictor()
+
+
+#: Pairs of the catalogue's networks where the second is no slower: as much bandwidth or more, no more latency.
+NETWORK_UPGRADES = [
+    (a.name, b.name)
+    for a in CATALOG.links_of_kind("network")
+    for b in CATALOG.links_of_kind("network")
+    if a.name != b.name and b.bw_bytes_per_s >= a.bw_bytes_per_s and b.latency_s <= a.latency_s
+]
+
+
+@given(rows=st.lists(job_rows, min_size=1, max_size=12), upgrade=st.sampled_from(NETWORK_UPGRADES))
+def test_a_what_if_onto_a_faster_network_is_never_slower(predictor, rows, upgrade):
+    """Invariant 1 through the what-if itself (``--to network=B``): the target may lie inside the training
+    data where the baseline does not (a combination seen with one network only), and a speedup under 1
+    would come from applying the correction to one side only."""
+    from features import scenarios
+
+    before, after = upgrade
+    table = table_from_rows([{**row, "network": before} for row in rows])
+    assume(not table.failed.all())
+    result = predictor.speedup_table(table, scenarios.parse([f"network={after}"]))
+    speedup = result.speedup[np.isfinite(result.speedup)]
+    assert np.all(speedup >= 1.0), (before, after, speedup.min())
 
 
 @given(row=job_rows)

@@ -360,6 +360,31 @@ def test_a_speedup_keeps_its_kinds_share_of_the_corrections_change():
     assert predict_speedup(artefact, times(2.0, 1.5), times(1.0, 1.2), base, target, 0.9).speedup[0] == pytest.approx(2.0)
 
 
+def test_a_speedup_fades_the_corrections_change_by_the_less_familiar_side():
+    """Hand computed: physics 1.5 s -> 1.2 s (1.25x); corrections log 0.3 (baseline) and log 0.1 (target).
+    The baseline keeps half of its correction, the target all: the speedup keeps half of the change,
+    log 1.25 + 0.5 x (0.3 - 0.1). A side that keeps none leaves the physics' 1.25x, whatever the other's."""
+    from types import SimpleNamespace
+
+    from predictor.learned import LearnedTimes, predict_speedup
+
+    def times(physics_s, correction, kept):
+        log_step = np.log([physics_s]) + kept * correction
+        step_s = float(np.exp(log_step[0]))
+        return LearnedTimes(log_step, np.array([step_s * 0.8]), np.array([step_s * 1.2]), np.array([None], object),
+                            np.array([False]), np.log([physics_s]), np.array([correction]), np.array([kept]))
+
+    columns = {"architecture": np.array(["ps-worker"], object), "network": np.array(["ethernet-25g"], object),
+               "total_gpus": np.array([8.0]), "gpu": np.array(["V100"], object), "precision": np.array(["fp32"], object),
+               "batch_size_per_gpu": np.array([64.0]), "intra_node_link": np.array([None], object)}
+    target = {**columns, "network": np.array(["ethernet-100g"], object)}
+    artefact = SimpleNamespace(pair_shares={"all": 1.0}, speedup_calibration=None)
+    half = predict_speedup(artefact, times(1.5, 0.3, 0.5), times(1.2, 0.1, 1.0), columns, target, 0.9)
+    assert half.speedup[0] == pytest.approx(np.exp(np.log(1.25) + 0.5 * 0.2), rel=1e-12)
+    none = predict_speedup(artefact, times(1.5, 0.3, 0.0), times(1.2, 0.4, 1.0), columns, target, 0.9)
+    assert none.speedup[0] == pytest.approx(1.25, rel=1e-12)  # per side it would be 1.25 / exp(0.4) < 1
+
+
 def test_a_what_ifs_target_time_is_the_baseline_over_the_speedup(ps_job):
     from predictor import Predictor
 

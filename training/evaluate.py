@@ -32,7 +32,7 @@ import pandas as pd
 
 from predictor.calibration import POOLED, pair_bin_keys, pair_share, run_bin_keys
 from predictor.domain import unseen_facts, unseen_labels
-from predictor.learned import domain_notes, faded_prediction
+from predictor.learned import domain_notes, faded_prediction, pair_correction_change
 from training.cv import ape, sample_weights
 from training.model import ResidualRegressor
 from training.dataset import Dataset, text_keys
@@ -103,7 +103,7 @@ def held_out(
         sub = ds.subset(train, constants)
         model, _, _, _ = fit_calibrated(sub, params, rounds, seed)
         test_ds = ds.subset(test, constants)
-        y_hat, low, high = _scored_as_shipped(model, sub, test_ds, params, rounds, confidence_level, seed)
+        y_hat, low, high, correction, kept = _scored_as_shipped(model, sub, test_ds, params, rounds, confidence_level, seed)
         rows = np.flatnonzero(test)
         out.group[rows] = group
         out.log_residual_model_s[rows] = y_hat
@@ -112,7 +112,7 @@ def held_out(
         if pure_ml:
             out.log_pure_ml_s[rows] = _pure_ml(sub, test_ds, params, rounds, seed)
         if pair_kinds:
-            out.pair_frames.append(_pairs(test_ds, y_hat, model, pair_kinds, confidence_level, group, pair_suffix))
+            out.pair_frames.append(_pairs(test_ds, correction, kept, model, pair_kinds, confidence_level, group, pair_suffix))
     return out
 
 
@@ -124,6 +124,8 @@ def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, round
     pooled bin (:func:`predictor.learned.faded_prediction`); the share an
     unseen fact keeps is estimated on the training fold alone
     (:mod:`training.shrink`), for the facts the test rows lie outside of.
+    Returns the log step times, their interval bounds, and the residual's
+    whole log correction with the share of it each row keeps (for pairs).
     """
     domain = training_domain(train)
     domain["shrink"] = shrink_shares(estimate_shrink(train, params, rounds, unseen_labels(domain, test.resolved), seed))
@@ -132,7 +134,7 @@ def _scored_as_shipped(model, train: Dataset, test: Dataset, params: dict, round
     bins = model.calibration_.bin_for(run_bin_keys(test.runs))
     bins[pooled | (combination_notes != None)] = POOLED  # noqa: E711
     residual = model.predict(test.features.values)
-    return faded_prediction(model.calibration_, test.log_analytical_s, residual, kept, bins, confidence_level)
+    return (*faded_prediction(model.calibration_, test.log_analytical_s, residual, kept, bins, confidence_level), residual, kept)
 
 
 def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int, seed: int = 0) -> np.ndarray:
@@ -142,16 +144,18 @@ def _pure_ml(train: Dataset, test: Dataset, params: dict, rounds: int, seed: int
     return model.predict(test.raw.values)
 
 
-def _pairs(test: Dataset, y_hat: np.ndarray, model, kinds, confidence_level, group, suffix: str = "") -> pd.DataFrame:
+def _pairs(test: Dataset, correction: np.ndarray, kept: np.ndarray, model, kinds, confidence_level, group, suffix: str = "") -> pd.DataFrame:
     pairs = make_pairs(test.runs, test.resolved.total_gpus)
     pairs = pairs[pairs["kind"].isin(kinds)].reset_index(drop=True)
     if not len(pairs):
         return pd.DataFrame()
     measured = pair_log_ratios(pairs, test.log_measured_s)
     analytical = pair_log_ratios(pairs, test.log_analytical_s)
-    # As the shipped model predicts a speedup: the physics' plus the kind's share of the correction's change.
+    # As the shipped model predicts a speedup: the physics' plus the kind's share of the correction's change,
+    # faded by the share the less familiar run keeps.
     share = pair_share(getattr(model, "pair_shares_", None), pairs["kind"].to_numpy())
-    predicted = analytical + share * (pair_log_ratios(pairs, y_hat) - analytical)
+    a, b = pairs["a"].to_numpy(), pairs["b"].to_numpy()
+    predicted = analytical + share * pair_correction_change(correction[a], correction[b], kept[a], kept[b])
     table = model.speedup_calibration_
     if table is not None:
         low, high = table.interval(predicted, table.bin_for(pair_bin_keys(pairs["kind"].to_numpy())), confidence_level)
