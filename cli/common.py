@@ -14,7 +14,7 @@ from features.errors import SpecError
 JobOption = Annotated[Path, typer.Option("--job", "-j", help="Job spec JSON file (see `predict schema`).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 OverlapOption = Annotated[
-    str, typer.Option("--overlap", help="How the analytical components add up: none (PAI, additive), overlapped, or roofline (op-class roofline, launches, bucketed overlap, NCCL ring/tree).")
+    str, typer.Option("--overlap", help="How the analytical components add up: none (PAI, additive), overlapped, or roofline (op-class roofline, launches, bucketed overlap, NCCL ring/tree). A learned model starts from the form it was trained on (roofline for the shipped one) whatever this says; it chooses the form with --model none.")
 ]
 ModelOption = Annotated[
     str, typer.Option("--model", help="Model directory; 'default' is the shipped model, 'none' the analytical model alone.")

@@ -12,6 +12,8 @@ from cli.common import LevelOption, ModelOption, OverlapOption, domain_errors
 from predictor.outputs import output_dir, output_file
 
 ENGINES = ("local", "dask")
+#: The largest example fleet: built in memory, about 0.25 GB per million jobs.
+MAX_EXAMPLE_JOBS = 20_000_000
 
 
 @domain_errors
@@ -62,6 +64,8 @@ def fleet_command(
         raise SpecError("--explain-method", explain_method, f"allowed: {', '.join(ATTRIBUTION_METHODS)}")
     explain_as = explain_method if explain else False
     predictor = fleet.predictor_for(overlap, model, confidence_level)
+    if explain and predictor.method != "learned":
+        raise SpecError("--explain", True, "explains a learned model's residual; give a trained model, not --model none")
     if out is not None:
         fleet.fleet_format(out, "--out")
         output_file(out, "--out")
@@ -133,8 +137,8 @@ def fleet_example_command(
     from predictor import fleet
     from predictor.fleet_example import example_fleet
 
-    if n < 1:
-        raise SpecError("--n", n, "allowed: a whole number >= 1")
+    if not 1 <= n <= MAX_EXAMPLE_JOBS:
+        raise SpecError("--n", n, f"allowed: a whole number from 1 to {MAX_EXAMPLE_JOBS:,} (the fleet is built in memory)")
     if seed < 0:
         raise SpecError("--seed", seed, "allowed: a whole number >= 0")
     fleet.fleet_format(out, "--out")

@@ -83,7 +83,7 @@ def speedup_command(
 def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: OverlapOption = "none") -> None:
     """Show the analytical split of one step into io, compute, memory and communication.
 
-    Example: predict breakdown --job examples/jobs/bert-allreduce-cluster.json --json
+    Example: predict breakdown --job examples/jobs/bert-large-allreduce-cluster.json --json
     """
     prediction = make_predictor(overlap, model="none").time(job)
     if hasattr(prediction, "check_fits"):  # a layout job: its components are its breakdown
@@ -105,7 +105,7 @@ def explain_command(
     job: JobOption,
     to: Annotated[list[str] | None, typer.Option("--to", help="Explain the speedup under this scenario (as in `predict speedup`).")] = None,
     as_json: JsonOption = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a waterfall PNG of the factors.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a waterfall of the factors (.png, .svg or .pdf).")] = None,
     model: ModelOption = "default",
 ) -> None:
     """Explain which bottleneck dominates a job and why, or why it gains (or not) under a what-if.
@@ -113,10 +113,10 @@ def explain_command(
     Example: predict explain --job examples/jobs/resnet50-ps.json --to allreduce-nvlink --plot why.png
     """
     from predictor.explain import explain, plot_waterfall
-    from predictor.outputs import output_file
+    from predictor.outputs import image_file
 
     if plot is not None:
-        output_file(plot, "--plot")
+        image_file(plot, "--plot")
     explanation = explain(make_predictor("none", model), job, to)
     if plot is not None:
         if hasattr(explanation, "prediction"):
@@ -185,15 +185,15 @@ def roofline_command(
         list[str] | None, typer.Option("--model", "-m", help="Workloads to place (repeatable); default: the AI Matrix suite.")
     ] = None,
     precision: Annotated[str, typer.Option("--precision", help="fp32, tf32, fp16, bf16 or fp8.")] = "fp32",
-    out: Annotated[Path, typer.Option("--out", "-o", help="PNG file to write.")] = Path("roofline.png"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Image file to write (.png, .svg or .pdf).")] = Path("roofline.png"),
 ) -> None:
     """Draw a roofline: attainable FLOP/s against arithmetic intensity, with each workload's operating point.
 
     Example: predict roofline --gpu V100 --model resnet50 --model bert-large --out roofline.png
     """
-    from predictor.outputs import output_file
+    from predictor.outputs import image_file
     from predictor.roofline import plot_roofline
 
-    output_file(out, "--out")
+    image_file(out, "--out")
     path = plot_roofline(gpu, model or None, precision, out)
     typer.echo(f"wrote {path}")

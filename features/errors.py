@@ -44,10 +44,10 @@ class SpecError(ValueError):
 class UnknownNameError(SpecError):
     """A catalogue name (GPU, link, workload, scenario) that resolves to nothing."""
 
-    def __init__(self, kind: str, field: str, value: object, known: Iterable[str], preferred: Iterable[str] = ()):
+    def __init__(self, kind: str, field: str, value: object, known: Iterable[str], preferred: Iterable[str] = (), listed: int | None = 12):
         known = list(known)
         close = nearest_names(str(value), known, preferred=preferred)
-        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:12])}"
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known)[:listed])}"
         self.field = field
         self.value = value
         self.allowed = hint

@@ -72,20 +72,20 @@ FIELDS: tuple[Field, ...] = (
           default="stock", allowed=SOFTWARE_STACKS),
     # Upper bounds on explicit figures are physical sanity limits (a trillion-parameter model over a
     # million-token sample is about 1e19 FLOPs), so every product of them stays finite.
-    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=0.0, lower_inclusive=False,
-          upper=1e21),
-    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=0.0, lower_inclusive=False,
-          upper=1e14),
-    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=0.0, lower_inclusive=False,
+    # Lower bounds likewise: a sample takes at least one FLOP, a model has at least one parameter, and
+    # a gradient at least one byte (a denormal such as 5e-324 would overflow every ratio taken of it).
+    Field("workload", "flops_per_sample", "float", "Training FLOPs (forward + backward) per sample.", lower=1.0, upper=1e21),
+    Field("workload", "param_count", "float", "Parameters whose gradients are exchanged each step.", lower=1.0, upper=1e14),
+    Field("workload", "gradient_bytes", "float", "Bytes of gradient exchanged per step (instead of param_count).", lower=1.0,
           upper=1e15),
     Field("workload", "memory_bytes_per_sample", "float", "DRAM traffic per sample per step, at this precision.", lower=0.0, upper=1e16),
     Field("workload", "input_bytes_per_sample", "float", "Bytes copied host to device per sample.", lower=0.0, upper=1e13),
     Field("workload", "matrix_flops_per_sample", "float",
           "FLOPs per sample of matrix operators (matmul, convolution, attention); default: the model's counted op-class split, else flops_per_sample.",
-          lower=0.0),
+          lower=0.0, upper=1e21),
     Field("workload", "memory_bound_bytes_per_sample", "float",
           "DRAM bytes per sample of memory-bound operators at this precision; default: the counted split, else the default split (features/workloads.py).",
-          lower=0.0),
+          lower=0.0, upper=1e16),
     Field("workload", "kernels_per_step", "int",
           "Kernels one training step launches (forward, backward, optimizer); default: the counted figure, else the default split (features/workloads.py).",
           lower=1.0, upper=100_000_000.0),

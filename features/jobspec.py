@@ -69,10 +69,18 @@ def _fields_of(section: str | None) -> list[str]:
     return [f.name for f in FIELDS if f.section == section]
 
 
+def _json_type(value: Any) -> str:
+    """What JSON calls a parsed value's type."""
+    for kinds, name in ((type(None), "null"), (bool, "boolean"), ((int, float), "number"), (str, "string"), (list, "array")):
+        if isinstance(value, kinds):
+            return name
+    return type(value).__name__
+
+
 def job_from_dict(data: Any) -> Job:
     """Validate a parsed JSON object as a job; the first problem raises ``SpecError``."""
     if not isinstance(data, dict):
-        raise SpecError("job", type(data).__name__, "a job is a JSON object with workload and cluster")
+        raise SpecError("job", f"a JSON {_json_type(data)}", "a job is a JSON object with workload and cluster")
     for key in data:
         if key not in _fields_of(None):
             raise SpecError(key, data[key], f"unknown field; allowed here: {', '.join(_fields_of(None))}")
@@ -167,13 +175,28 @@ def parse_json_text(raw: bytes, field: str, where: str) -> Any:
     if depth > MAX_JSON_DEPTH:
         raise SpecError(field, where, f"nests {depth} levels deep; a job has at most {MAX_JSON_DEPTH}")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise SpecError(field, where, f"names {exc.args[0]!r} twice in one object; give each field once") from None
     except json.JSONDecodeError as exc:
         raise SpecError(field, where, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError as exc:  # an integer beyond Python's digit limit
         raise SpecError(field, where, f"holds a number too long to read ({exc}); numbers must be finite and within the field's bounds") from None
     except RecursionError:
         raise SpecError(field, where, f"nests too deep; a job has at most {MAX_JSON_DEPTH} levels") from None
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that names one key twice (the parser would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _max_depth(text: str) -> int:

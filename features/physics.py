@@ -25,7 +25,9 @@ One training step of one GPU:
     against 21.3% with the larger). ``eta_matrix`` is the attainable fraction (tensor-core or FP32
     path) times an operator-size curve ``s / (s + s_half)``, ``s`` the
     matrix FLOPs of one matrix kernel per SM: an operator too small to
-    fill the GPU's SMs reaches less of the peak;
+    fill the GPU's SMs reaches less of the peak (computed as ``s_half`` FLOPs
+    added per matrix kernel per SM, which keeps the time finite however few
+    the FLOPs: a kernel costs at least a wave's worth);
   - memory-bound operators (element-wise, normalisation, softmax,
     embeddings, the optimizer's weight, gradient and state traffic, and on
     more than one GPU of an all-reduce job the gradient bucket copies,
@@ -291,12 +293,17 @@ class DeviceTimes:
         return self.operators_s + self.launch_s + self.host_s
 
 
-def operator_size_factor(matrix_flops, matrix_kernels, sm_count, half_flops_per_sm):
-    """``s / (s + s_half)`` with ``s`` the matrix FLOPs of one matrix kernel per SM; 1 where the SM count is unknown."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = matrix_flops / np.maximum(matrix_kernels, 1.0) / sm_count
-        factor = s / (s + half_flops_per_sm)
-    return np.where(np.isfinite(factor), factor, 1.0)
+def operator_size_flops(matrix_flops, matrix_kernels, sm_count, half_flops_per_sm):
+    """The operator-size curve as FLOPs added to the matrix work: ``s_half`` per matrix kernel per SM.
+
+    A kernel of ``s`` FLOPs per SM reaches ``s / (s + s_half)`` of the
+    attainable rate, so its time is that of ``s + s_half`` FLOPs at the full
+    attainable rate: the step's matrix work grows by ``s_half`` x kernels x
+    SMs. Written this way the time stays finite for any number of FLOPs, none
+    included (no matrix operators, no time). Zero where the SM count is unknown.
+    """
+    added = half_flops_per_sm * np.maximum(matrix_kernels, 1.0) * sm_count
+    return np.where((matrix_flops > 0) & np.isfinite(added), added, 0.0)
 
 
 def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
@@ -306,12 +313,9 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     gain = np.where(tuned, k.tuned_efficiency_gain, 1.0)
     eta_matrix = np.where(d.uses_tensor_cores, k.matrix_efficiency_tensor, k.matrix_efficiency_fp32)
     eta_matrix = np.minimum(eta_matrix * gain, 1.0)
-    eta_matrix = eta_matrix * operator_size_factor(d.matrix_flops, d.matrix_kernels, d.sm_count, k.half_efficiency_flops_per_sm)
     if d.tensor_hardware_scale is not None:
-        # The attainable fraction is of the hardware rate; a capped part reaches at most its cap.
-        scale = np.where(d.uses_tensor_cores, d.tensor_hardware_scale, 1.0)
-        eta_matrix = np.minimum(eta_matrix * scale, 1.0)
-    eta_matrix = np.where(gpu, eta_matrix, 1.0)
+        # The attainable fraction is of the hardware rate; a capped part reaches at most its cap (below).
+        eta_matrix = eta_matrix * np.where(d.uses_tensor_cores, d.tensor_hardware_scale, 1.0)
     eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
     fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)
     if d.is_compiled is not None:
@@ -322,11 +326,20 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     # A zero rate (a job's own tiny figures) gives an infinite time, which the prediction refuses
     # with the field's name (predictor.api): no warning on the way.
     matrix_flops = d.matrix_flops
+    kept = 1.0  # of the matrix FLOPs, after Winograd
     if d.winograd_flops is not None:
         winograd = np.where(gpu & ~np.asarray(d.uses_tensor_cores, bool), d.winograd_flops, 0.0)
-        matrix_flops = matrix_flops - winograd * (1.0 - 1.0 / k.winograd_speedup)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kept = np.where(d.matrix_flops > 0, 1.0 - winograd / d.matrix_flops * (1.0 - 1.0 / k.winograd_speedup), 1.0)
+        matrix_flops = matrix_flops * kept
+    # The operator-size curve slows the attainable rate (never past the peak itself): the same as
+    # matrix FLOPs / (eta x s / (s + s_half) x peak), capped at the peak.
+    sized = matrix_flops + kept * operator_size_flops(d.matrix_flops, d.matrix_kernels, d.sm_count, k.half_efficiency_flops_per_sm)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        matrix_compute_s = np.where(gpu, np.maximum(sized / (eta_matrix * d.peak_flops_per_s), matrix_flops / d.peak_flops_per_s),
+                                    matrix_flops / d.peak_flops_per_s)
     with np.errstate(divide="ignore"):
-        matrix_s = matrix_flops / (eta_matrix * d.peak_flops_per_s) + d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+        matrix_s = matrix_compute_s + d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
         memory_bound_s = np.maximum(
             d.other_flops / d.fp32_peak_flops_per_s, fused * bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
         )

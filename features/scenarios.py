@@ -155,7 +155,7 @@ def parse(steps: Sequence[str], catalog: HardwareCatalog | None = None) -> list[
             if link is not None and link.kind == "network":
                 parsed.append(Step(text, named[link.name]))
                 continue
-            raise UnknownNameError("scenario", "--to", text, [*named, "KEY=VALUE"])
+            raise UnknownNameError("scenario", "--to", text, [*named, "KEY=VALUE"], listed=None)  # a short list: all of it
     return parsed
 
 

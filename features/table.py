@@ -114,9 +114,17 @@ def is_missing(values: np.ndarray) -> np.ndarray:
 
 
 def _as_float(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Numeric view of a column and a mask of entries that are not numbers at all."""
-    if values.dtype.kind in "fiub":
+    """Numeric view of a column and a mask of entries that are not numbers at all (text, and booleans:
+    a Parquet ``true`` in a count is not the number 1)."""
+    if values.dtype.kind == "b":
+        return np.full(len(values), np.nan), np.ones(len(values), bool)
+    if values.dtype.kind in "fiu":
         return values.astype(float), np.zeros(len(values), bool)
+    if values.dtype == object and len(values):
+        booleans = np.fromiter((isinstance(v, (bool, np.bool_)) for v in values), bool, len(values))
+        if booleans.any():
+            numbers, bad = _as_float(np.where(booleans, None, values))
+            return np.where(booleans, np.nan, numbers), bad | booleans
     try:
         return values.astype(float), np.zeros(len(values), bool)
     except (TypeError, ValueError, OverflowError):

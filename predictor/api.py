@@ -87,7 +87,7 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "models" / "default"
 
 
 def default_model_dir() -> Path:
-    return Path(os.environ.get("PREDICT_MODEL_DIR", DEFAULT_MODEL_DIR))
+    return Path(os.environ.get("PREDICT_MODEL_DIR") or DEFAULT_MODEL_DIR)  # set but empty: as if unset
 
 
 class Predictor:
@@ -119,7 +119,7 @@ class Predictor:
         from predictor.artefact import load_artefact
 
         path = default_model_dir() if model == "default" else Path(model)
-        if model == "default" and "PREDICT_MODEL_DIR" in os.environ and not path.is_dir():
+        if model == "default" and os.environ.get("PREDICT_MODEL_DIR") and not path.is_dir():
             raise SpecError("PREDICT_MODEL_DIR", str(path), "no such model directory; point it at one, or unset it for the shipped model")
         if model == "default" and not path.exists():
             self.warnings = (f"no trained model at {path}: analytical model only",)

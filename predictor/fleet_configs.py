@@ -24,17 +24,34 @@ def _column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         codes = series.cat.codes.to_numpy().astype(np.int64)
         categories = np.asarray(series.cat.categories, dtype=object)
         return np.where(codes < 0, len(categories), codes), np.append(categories, None)
+    if series.dtype == object:
+        series = _nested_as_text(series)
     codes, uniques = pd.factorize(series, use_na_sentinel=False)
     return np.asarray(codes, np.int64), _plain_values(uniques)
 
 
+def _nested_as_text(series: pd.Series) -> pd.Series:
+    """A job column's lists, arrays and mappings (Parquet's nested cells) as text, which validation refuses
+    with the field's name like any other bad value; other cells as they are."""
+    values = series.to_numpy()
+    nested = np.fromiter((isinstance(v, (list, tuple, dict, set, np.ndarray)) for v in values), bool, len(values))
+    if not nested.any():
+        return series
+    text = values.copy()
+    for i in np.flatnonzero(nested):
+        value = values[i]
+        text[i] = str(value.tolist() if isinstance(value, np.ndarray) else value)
+    return pd.Series(text, index=series.index, dtype=object)
+
+
 def _plain_values(uniques: Any) -> np.ndarray:
     """Distinct values as float (numbers) or object (anything else, None for missing) numpy arrays."""
-    if isinstance(uniques, np.ndarray) and uniques.dtype.kind in "fiub":
+    if isinstance(uniques, np.ndarray) and uniques.dtype.kind in "fiu":
         return uniques.astype(float)
     array = pd.array(uniques)
-    if pd.api.types.is_numeric_dtype(array.dtype) or pd.api.types.is_bool_dtype(array.dtype):
+    if pd.api.types.is_numeric_dtype(array.dtype) and not pd.api.types.is_bool_dtype(array.dtype):
         return array.to_numpy(dtype=float, na_value=np.nan)
+    # Booleans stay booleans (validation refuses them where a number is due); text stays text.
     values = np.asarray(array.to_numpy(dtype=object, na_value=None), dtype=object)
     values[pd.isna(values)] = None
     return values

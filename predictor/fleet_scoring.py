@@ -75,12 +75,19 @@ def score_configs(
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}
     _blank_failed(columns, base, target)
+    failed = ~np.isfinite(base.step_time_s)
     for name, (values, categories) in labels.items():
+        values = np.array(values, dtype=object)
+        values[failed] = None  # a failed row has no bottleneck, nor a target one
+        if name == "target_bottleneck":
+            values[~np.isfinite(target.step_time_s)] = None
         columns[name] = categorical(values, categories)
     columns = {name: columns[name] for name in OUTPUT_COLUMNS if name in columns}
     if explain:
         columns.update(_explanation_columns(predictor, base, "treeshap" if explain is True else explain))
-    extrapolation = None if base.extrapolation is None else np.asarray(base.extrapolation, dtype=object)
+    extrapolation = None if base.extrapolation is None else np.array(base.extrapolation, dtype=object)
+    if extrapolation is not None:
+        extrapolation[failed] = None  # a failed row has no prediction to qualify
     return ConfigScores(columns, extrapolation, np.asarray(errors, dtype=object))
 
 

@@ -19,7 +19,9 @@ from features import scenarios
 from features.errors import SpecError
 from features.jobspec import Job, flatten
 from features.layout import (
+    LAYOUT_LEAVES,
     NO_INTERVAL_REASON,
+    SHAPE_LEAVES,
     LayoutBreakdown,
     LayoutJob,
     does_not_fit_message,
@@ -142,20 +144,43 @@ def _filled_row(job: Job, resolved: LayoutJob) -> dict[str, Any]:
     return row
 
 
-def apply_scenario(job: Job, resolved: LayoutJob, to: Sequence[str]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The target row of a what-if on a layout job, and the scenario's steps as given."""
-    steps = scenarios.parse(to)
-    table = scenarios.apply(table_from_rows([_filled_row(job, resolved)]), steps)
-    if table.errors[0] is not None:
-        from features.errors import RowError
+#: The fields a layout job is built from (:func:`features.layout_spec.layout_job_from_row`).
+LAYOUT_JOB_LEAVES = frozenset(
+    (*SHAPE_LEAVES, *LAYOUT_LEAVES, "model", "precision", "gpu", "gpus_per_node", "nodes", "intra_node_link", "network", "nics_per_node")
+)
 
-        raise RowError(table.errors[0])
+
+def apply_scenario(job: Job, resolved: LayoutJob, to: Sequence[str]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The target row of a what-if on a layout job, and the scenario's steps as given.
+
+    A step that changes only fields a layout job does not use (its
+    architecture, workers, per-GPU batch) is refused, naming them: it would
+    read as a 1.00x answer to a question the layout model was never asked.
+    """
+    from features.errors import RowError
+
+    steps = scenarios.parse(to)
+    table = table_from_rows([_filled_row(job, resolved)])
+    for step in steps:
+        before = {leaf: _plain(values[0]) for leaf, values in table.columns.items()}
+        table = scenarios.apply(table, [step])
+        if table.errors[0] is not None:
+            raise RowError(table.errors[0])
+        changed = {leaf for leaf, values in table.columns.items() if not _same(before[leaf], _plain(values[0]))}
+        if changed and not changed & LAYOUT_JOB_LEAVES:
+            usable = ", ".join(leaf for leaf in scenarios.OVERRIDABLE if leaf in LAYOUT_JOB_LEAVES)
+            raise SpecError("--to", step.text, f"a layout job does not use {', '.join(sorted(changed))}; its what-ifs set {usable}")
     row = {leaf: _plain(values[0]) for leaf, values in table.columns.items()}
     keys = {s.text.partition("=")[0].strip() for s in steps}
     if "data_parallel" in keys and "nodes" not in keys:
         row["nodes"] = None
     row["name"] = job.name
     return row, tuple(s.text for s in steps)
+
+
+def _same(a: Any, b: Any) -> bool:
+    missing_a, missing_b = a is None or (isinstance(a, float) and math.isnan(a)), b is None or (isinstance(b, float) and math.isnan(b))
+    return (missing_a and missing_b) or (not missing_a and not missing_b and a == b)
 
 
 def speedup_layout(job: Job, to: Sequence[str]) -> LayoutSpeedup:

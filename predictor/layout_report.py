@@ -10,6 +10,7 @@ from rich.table import Table
 from features.layout_plan import Plan
 from features.units import bytes_to_gib
 from predictor.layout import LayoutExplanation, LayoutPrediction, LayoutSpeedup
+from predictor.report import verdict
 
 _console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
@@ -72,9 +73,7 @@ def print_layout_prediction(prediction: LayoutPrediction) -> None:
 
 def print_layout_speedup(result: LayoutSpeedup) -> None:
     base, target = result.baseline, result.target
-    verdict = "faster" if result.speedup >= 1 else "slower"
-    factor = result.speedup if result.speedup >= 1 else 1 / result.speedup
-    _console.print(f"[bold]{base.name}[/bold] -> {' + '.join(result.scenario)}: {factor:.2f}x {verdict} (analytical layout model, no interval)")
+    _console.print(f"[bold]{base.name}[/bold] -> {' + '.join(result.scenario)}: {verdict(result.speedup)} (analytical layout model, no interval)")
     table = Table(title_justify="left")
     table.add_column("")
     table.add_column("baseline", justify="right")

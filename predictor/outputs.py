@@ -31,6 +31,18 @@ def output_file(path: str | Path, field: str) -> Path:
     return path
 
 
+#: Image formats a figure is written in, chosen by the file's extension.
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def image_file(path: str | Path, field: str) -> Path:
+    """``path`` as an image file this process can write (:func:`output_file`), its format named by its extension."""
+    path = output_file(path, field)
+    if path.suffix.lower() not in IMAGE_SUFFIXES:
+        raise SpecError(field, str(path), f"give a file name ending in {', '.join(IMAGE_SUFFIXES)}")
+    return path
+
+
 def output_dir(path: str | Path, field: str) -> Path:
     """``path`` as a directory this process can create or write into."""
     path = Path(path)

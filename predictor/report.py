@@ -86,11 +86,17 @@ def print_prediction(prediction: Prediction) -> None:
         _console.print(f"[yellow]warning:[/yellow] {safe_text(warning)}")
 
 
+def verdict(speedup: float) -> str:
+    """A speedup in words: "1.95x faster", "1.27x slower", or "the same (1.00x)" where it shows as 1.00."""
+    factor = speedup if speedup >= 1 else 1 / speedup
+    if f"{factor:.2f}" == "1.00":
+        return "the same (1.00x)"
+    return f"{factor:.2f}x {'faster' if speedup >= 1 else 'slower'}"
+
+
 def print_speedup(result: SpeedupPrediction) -> None:
     base, target = result.baseline, result.target
-    verdict = "faster" if result.speedup >= 1 else "slower"
-    factor = result.speedup if result.speedup >= 1 else 1 / result.speedup
-    line = f"[bold]{safe_text(base.name)}[/bold] -> {safe_text(' + '.join(result.scenario))}: {factor:.2f}x {verdict}"
+    line = f"[bold]{safe_text(base.name)}[/bold] -> {safe_text(' + '.join(result.scenario))}: {verdict(result.speedup)}"
     if result.speedup_lower is not None:
         line += (
             f" (speedup {result.speedup:.2f}, {result.confidence_level:.0%} interval "

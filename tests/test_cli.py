@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -110,3 +111,16 @@ def test_every_command_has_help():
     for command in ("time", "speedup", "breakdown", "devices", "workloads", "schema", "roofline"):
         result = invoke(command, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout
+
+
+def test_every_help_example_names_files_that_exist():
+    """A help example a user copies must run: every examples/ file it names is in the repository."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    named = set()
+    for command in app.registered_commands:
+        doc = command.callback.__doc__ or ""
+        named |= set(re.findall(r"examples/[\w./-]+\.\w+", doc))
+    assert named, "no help example names an example file"
+    assert [path for path in sorted(named) if not (root / path).is_file()] == []

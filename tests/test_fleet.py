@@ -206,6 +206,38 @@ def test_report_files_and_pai_views(tmp_path, fleet):
     assert summary["top_gains"] and summary["top_gains"][0]["GPU-hours saved"] > 0
 
 
+@pytest.mark.parametrize(
+    "column, cells, field, shown",
+    [
+        ("model", [["resnet50"], ["resnet50", "bert-large"]], "workload.model", "['resnet50', 'bert-large']"),
+        ("gpu", [{"name": "V100"}, {"name": "A100"}], "cluster.gpu", "{'name': 'A100'}"),
+    ],
+)
+def test_nested_parquet_cells_fail_their_rows_with_the_field_named(tmp_path, ps_job, column, cells, field, shown):
+    """Lists and mappings in a job column (Parquet's nested types) are bad values like any other."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {k: v for k, v in flatten(job_from_dict(ps_job)).items() if v is not None and k != column}
+    table = pa.Table.from_pandas(pd.DataFrame([row, row]), preserve_index=False).append_column(column, pa.array(cells))
+    pq.write_table(table, tmp_path / "nested.parquet")
+    scored = score_frame(read_fleet(tmp_path / "nested.parquet"), **ANALYTICAL)
+    assert len(scored) == 2 and scored["step_time_s"].isna().all()
+    assert all(field in error for error in scored["error"])
+    assert shown in scored["error"][1]
+
+
+@pytest.mark.parametrize("dtype", [bool, "boolean", object])
+def test_a_boolean_where_a_count_is_due_fails_its_row(dtype):
+    """Parquet's true is not the number 1: a boolean batch or worker count is refused, with the field named."""
+    frame = pd.DataFrame({"model": ["resnet50"] * 3, "gpu": ["V100"] * 3, "batch_size_per_gpu": [64, 64, 64]})
+    frame["batch_size_per_gpu"] = pd.array([True, False, True], dtype=dtype)
+    scored = score_frame(frame, **ANALYTICAL)
+    assert scored["step_time_s"].isna().all()
+    assert all(error.startswith("workload.batch_size_per_gpu: True") or error.startswith("workload.batch_size_per_gpu: False")
+               for error in scored["error"])
+
+
 def test_report_roofline_shares(tmp_path, fleet):
     scored = score_fleet(fleet, progress=False, **ANALYTICAL)
     report = write_report(scored, tmp_path / "report", **ANALYTICAL)
@@ -261,7 +293,9 @@ def test_cli_example_then_fleet_with_report(tmp_path):
         ("fleet.csv", ("--to", "teleport"), "unknown scenario 'teleport'"),
         ("fleet.csv", ("--engine", "spark"), "--engine: 'spark' is not valid"),
         ("fleet.csv", ("--out", "scored.xlsx"), "--out"),
+        ("fleet.csv", ("--model", "none", "--explain"), "--explain"),
         (None, ("fleet-example", "--n", 0, "--out", "x.csv"), "--n: 0 is not valid"),
+        (None, ("fleet-example", "--n", 10**11, "--out", "x.csv"), "from 1 to 20,000,000"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, setup, args, message):

@@ -195,6 +195,16 @@ def test_cli_layout_what_ifs(to):
     assert out["target"]["gpus"] == (1024 if to == ["nodes=128"] else 512)
 
 
+@pytest.mark.parametrize("step, field", [("architecture=ps-worker", "architecture"), ("workers=4", "workers"),
+                                         ("batch_size_per_gpu=8", "batch_size_per_gpu")])
+def test_a_what_if_on_fields_a_layout_job_does_not_use_is_refused(step, field):
+    """Not a silent 1.00x: the layout model has no architecture, worker count or per-GPU batch to change."""
+    result = runner.invoke(app, ["speedup", "--job", LLAMA, "--to", step])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"a layout job does not use {field}" in lines[0] and "micro_batch_size" in lines[0]
+
+
 def test_cli_what_if_directions():
     def speedup(*to):
         args = ["speedup", "--job", LLAMA, "--json"]

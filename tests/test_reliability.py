@@ -131,15 +131,48 @@ def test_figures_at_their_bounds_give_finite_results(tmp_path):
     assert np.isfinite(data["speedup"]) and np.isfinite(data["baseline_step_time_s"]) and data["baseline_step_time_s"] > 1e10
 
 
-def test_tiny_figures_are_answered_or_refused_never_infinite():
+@pytest.mark.parametrize("command", ["time", "breakdown", "explain"])
+def test_tiny_figures_are_refused_by_their_bounds(tmp_path, command):
+    """A denormal FLOP count would overflow every ratio taken of it: it is refused, with the field named."""
     job = json.loads(json.dumps(CUSTOM))
     job["workload"].update(flops_per_sample=5e-324, param_count=5e-324, memory_bytes_per_sample=0.0, input_bytes_per_sample=0.0)
-    try:
-        prediction = Predictor().time(job)
-    except SpecError as exc:
-        assert "not a finite positive number" in str(exc)
-    else:
-        assert np.isfinite(prediction.step_time_s) and np.isfinite(prediction.throughput_samples_per_s)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    line = assert_clear_error(invoke(command, "--job", path, "--json"), "workload.flops_per_sample", "from 1 to 1e+21")
+    assert set(json.loads(line)) == {"error"}
+
+
+def test_a_job_with_next_to_no_matrix_operators_has_a_finite_breakdown(tmp_path):
+    """No matrix FLOPs, or a denormal's worth, gives a finite roofline (it was NaN at 0): the matrix
+    operators' time grows with their FLOPs from there."""
+    matrix_s = []
+    for matrix_flops in (0.0, 5e-324, 1.0, 1e6, 1e9):
+        job = json.loads(json.dumps(CUSTOM))
+        job["workload"]["matrix_flops_per_sample"] = matrix_flops
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(job))
+        result = invoke("breakdown", "--job", path, "--json", "--overlap", "roofline")
+        assert result.exit_code == 0, result.output
+        physics = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))["physics"]
+        assert all(np.isfinite(v) for v in physics.values()) and physics["roofline_s"] > 0
+        matrix_s.append(physics["matrix_s"])
+    assert matrix_s == sorted(matrix_s) and matrix_s[-1] > matrix_s[0]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (("time",), ("predict time", "Missing option '--job'")),
+        (("speedup", "--job", "examples/jobs/resnet50-ps.json"), ("Missing option '--to'",)),
+        (("fleet-example", "--n", "1e3", "--out", "x.csv"), ("'--n'", "'1e3' is not a valid int")),
+        (("time", "--job", "examples/jobs/resnet50-ps.json", "--bogus"), ("No such option: --bogus",)),
+        (("teleport",), ("No such command 'teleport'",)),
+    ],
+)
+def test_usage_errors_are_one_line_too(args, fragments):
+    assert_clear_error(invoke(*args), *fragments)
+    line = assert_clear_error(invoke(*args, "--json"))
+    assert set(json.loads(line)) == {"error"}
 
 
 def test_json_output_is_strict():
@@ -172,6 +205,19 @@ def test_plot_into_a_missing_directory_is_an_error_and_creates_nothing(tmp_path,
     target = tmp_path / "no" / "such" / "dir" / "x.png"
     assert_clear_error(invoke("explain", "--job", job_file, "--plot", target), "--plot", "does not exist")
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("name", ["x.txt", "x", "x.png.bak"])
+def test_an_image_path_without_an_image_extension_is_a_clear_error(tmp_path, job_file, name):
+    assert_clear_error(invoke("explain", "--job", job_file, "--plot", tmp_path / name), "--plot", "ending in .png")
+    assert_clear_error(invoke("roofline", "--gpu", "V100", "--out", tmp_path / name), "--out", "ending in .png")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["job.json"]  # nothing written
+
+
+def test_an_svg_roofline_is_written(tmp_path):
+    result = invoke("roofline", "--gpu", "V100", "--out", tmp_path / "r.svg")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_train_out_that_is_a_file_is_a_clear_error(tmp_path):
@@ -389,3 +435,8 @@ def test_fleet_out_that_is_a_directory_is_a_clear_error(tmp_path):
     (tmp_path / "scored.csv").mkdir()
     assert_clear_error(invoke("fleet", "--jobs", fleet, "--out", tmp_path / "scored.csv"), "--out", "is a directory")
     assert_clear_error(invoke("fleet-example", "--n", "5", "--out", tmp_path / "scored.csv"), "--out", "is a directory")
+
+
+def test_an_empty_model_directory_variable_is_as_if_unset(monkeypatch):
+    monkeypatch.setenv("PREDICT_MODEL_DIR", "")
+    assert Predictor().method == "learned"
