@@ -154,6 +154,7 @@ class Explanation:
             "bottleneck_link": self.bottleneck_link,
             "residual_base_factor": self.base_factor,
             "family_factors": self.family_factors,
+            "correction_kept": self.kept,
             "summary": self.summary(),
         }
 
@@ -224,6 +225,7 @@ class SpeedupExplanation:
             "speedup": self.speedup,
             "analytical_speedup": self.analytical_speedup,
             "family_speedup_factors": self.family_speedup_factors,
+            "correction_share": self.correction_share,
             "summary": self.summary(),
             "baseline": self.baseline.to_dict(),
             "target": self.target.to_dict(),

@@ -39,7 +39,10 @@ def write_atomic(chunks: Iterable[pd.DataFrame] | pd.DataFrame, path: str | Path
     if not path.parent.is_dir():
         raise SpecError("--out", str(path), f"the directory {path.parent} does not exist")
     remove_stale_temporaries(path)
-    descriptor, temporary, lock = _locked_temporary(path)
+    try:
+        descriptor, temporary, lock = _locked_temporary(path)
+    except OSError as exc:  # the directory refuses new files (/proc, a read-only mount)
+        raise SpecError("--out", str(path), f"cannot create a file in {path.parent} ({exc.strerror or exc})") from None
     rows = 0
     try:
         with os.fdopen(descriptor, "wb") as handle:
@@ -47,6 +50,9 @@ def write_atomic(chunks: Iterable[pd.DataFrame] | pd.DataFrame, path: str | Path
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+    except OSError as exc:  # a full disk, a quota: the old file stays as it was
+        Path(temporary).unlink(missing_ok=True)
+        raise SpecError("--out", str(path), f"cannot write it ({exc.strerror or exc}); the old file, if any, is unchanged") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

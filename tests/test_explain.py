@@ -78,12 +78,26 @@ def test_what_if_explanation_splits_the_speedup(predictor):
     assert isinstance(e, SpeedupExplanation)
     # A network-tier what-if keeps the model's network share of the correction's change, factors included.
     assert e.share == predictor.artefact.pair_shares["network"]
-    base = (e.baseline.base_factor / e.target.base_factor) ** e.share
+    base = e.base_speedup_factor
+    assert base == pytest.approx((e.baseline.whole_base_factor / e.target.whole_base_factor) ** e.share)
     product = e.analytical_speedup * base * np.prod(list(e.family_speedup_factors.values()))
     assert product == pytest.approx(e.speedup, rel=1e-4)
     assert e.target.seconds["communication"] < e.baseline.seconds["communication"]
     # The summary's adjustment is the whole of it, base rate included (a faded baseline keeps less of it).
     assert f"adjusts it by x{e.speedup / e.analytical_speedup:.2f} (x{base:.2f} its base rate" in e.summary()
+
+
+def test_a_what_if_onto_an_unseen_fact_keeps_what_that_side_keeps(predictor):
+    """A tuned stack is outside the testbed model's data (its correction keeps none): the what-if onto it
+    keeps none of the correction's change either, so the speedup is the physics' and the summary says why."""
+    e = explain(predictor, TESTBED_JOB, ["software_stack=tuned"])
+    assert e.baseline.kept == 1.0 and e.target.kept == 0.0
+    assert e.correction_share == 0.0 and e.base_speedup_factor == 1.0
+    assert all(factor == 1.0 for factor in e.family_speedup_factors.values())
+    assert e.speedup == pytest.approx(e.analytical_speedup, rel=1e-9)
+    assert predictor.speedup(TESTBED_JOB, ["software_stack=tuned"]).speedup == pytest.approx(e.speedup, rel=1e-9)
+    assert "leaves it as it is (the target lies outside the training data)" in e.summary()
+    assert e.to_dict()["correction_share"] == 0.0
 
 
 def test_fleet_explanations_match_the_table_ones(predictor, trained, testbed_runs):

@@ -154,6 +154,25 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, fle
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
+def test_a_full_disk_is_one_error_naming_out_and_keeps_the_old_file(tmp_path, fleet):
+    import errno
+
+    from features.errors import SpecError
+
+    path = tmp_path / "scored.csv"
+    write_atomic(fleet.iloc[:10], path)
+    before = path.read_bytes()
+
+    def full_disk():
+        yield fleet.iloc[:10]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(SpecError, match=r"--out.*cannot write it \(No space left on device\); the old file, if any, is unchanged"):
+        write_atomic(full_disk(), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 def test_dask_engine_equals_the_local_engine(tmp_path, fleet):
     path = tmp_path / "fleet.parquet"
     write_atomic(fleet, path, row_group_rows=100)  # three partitions
