@@ -117,10 +117,12 @@ def main() -> None:
         runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
         against: dict[str, list[dict]] = {mode: [] for mode in MODES}
         trees = [(ROOT, runs)] + ([(args.against.resolve(), against)] if args.against else [])
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
             for mode in MODES:  # interleaved, so a burst of load hits every mode alike
                 source = distinct if mode == "full-distinct" else plain
-                for tree, into in trees:
+                # Each checkout goes first every other round: the run after the heaviest mode (a 1.5 GB
+                # process just freed) starts slower, and would otherwise always be this checkout's.
+                for tree, into in trees if repeat % 2 == 0 else trees[::-1]:
                     script = tree / "benchmarks" / "bench_fleet.py"
                     command = [sys.executable, str(script), "--child", mode, str(source), str(workdir / f"scored-{mode}.parquet")]
                     done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=tree)
