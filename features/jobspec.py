@@ -44,7 +44,7 @@ from features.fields import (  # noqa: F401  (the spec's vocabulary, re-exported
     field_path,
     json_schema,
 )
-from features.table import table_from_rows
+from features.table import bound_text, table_from_rows
 
 @dataclass(frozen=True)
 class Job:
@@ -106,6 +106,10 @@ def job_from_dict(data: Any) -> Job:
                 continue
             if isinstance(value, (dict, list, bool)):
                 raise SpecError(f"{section}.{key}", value, "a single number or text is expected")
+            rule = next(f for f in FIELDS if f.section == section and f.name == key)
+            if isinstance(value, str) and rule.kind in ("int", "float"):
+                # The JSON Schema (`predict schema`) says number: "64" in quotes is text, as a typo'd "6 4" would be.
+                raise SpecError(f"{section}.{key}", value, f"a JSON number without quotes; {bound_text(rule)}")
             if isinstance(value, float) and not math.isfinite(value):
                 raise SpecError(f"{section}.{key}", value, "a finite number is expected")
             if isinstance(value, int) and abs(value) > MAX_INTEGER:

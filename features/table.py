@@ -143,7 +143,7 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _bound_text(rule: Field) -> str:
+def bound_text(rule: Field) -> str:
     what = "a whole number" if rule.kind == "int" else "a finite number"
     upper = "" if rule.upper is None else f"{rule.upper:.0f}" if rule.upper < 1e9 else f"{rule.upper:g}"
     if rule.lower is not None and rule.upper is not None and rule.lower_inclusive:
@@ -176,7 +176,7 @@ def check_column(table: JobTable, rule: Field, raw: np.ndarray) -> np.ndarray:
     if rule.upper is not None:
         with np.errstate(invalid="ignore"):
             bad |= ~missing & (numbers > rule.upper)
-    table.fail(bad, lambda i: str(SpecError(rule.path, _plain(raw[i]), _bound_text(rule))))
+    table.fail(bad, lambda i: str(SpecError(rule.path, _plain(raw[i]), bound_text(rule))))
     numbers = np.where(bad, np.nan, numbers)
     if rule.default is not None:
         numbers = np.where(missing, float(rule.default), numbers)

@@ -25,7 +25,10 @@ def test_the_reference_example_is_accepted_exactly(ps_job):
     [
         ("workload", "batch_size_per_gpu", -1, "workload.batch_size_per_gpu: -1 is not valid"),
         ("workload", "batch_size_per_gpu", 1.5, "batch_size_per_gpu: 1.5 is not valid; allowed: a whole number from 1"),
-        ("workload", "batch_size_per_gpu", "lots", "batch_size_per_gpu: 'lots' is not valid; allowed: a whole number"),
+        ("workload", "batch_size_per_gpu", "lots", "batch_size_per_gpu: 'lots' is not valid; a JSON number without quotes; allowed: a whole number"),
+        # What the schema says is a number must be one: "64" in quotes is text, like "6 4".
+        ("workload", "batch_size_per_gpu", "64", "batch_size_per_gpu: '64' is not valid; a JSON number without quotes; allowed: a whole number from 1"),
+        ("measured", "step_time_s", "0.42", "measured.step_time_s: '0.42' is not valid; a JSON number without quotes"),
         ("workload", "precision", "fp64", "allowed: fp32, tf32, fp16, bf16, fp8"),
         ("workload", "flops_per_sample", float("nan"), "workload.flops_per_sample: nan is not valid; a finite number"),
         ("workload", "param_count", -3.0, "workload.param_count: -3.0 is not valid; allowed: a finite number from 1 to 1e+14"),
