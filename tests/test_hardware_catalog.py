@@ -133,6 +133,8 @@ FAMILY_DEFAULTS = {
     "V100": "V100-SXM2-16GB",
     "A100": "A100-SXM4-80GB",
     "H100": "H100-SXM5-80GB",
+    "A800": "A800-SXM4-80GB",
+    "H800": "H800-SXM5-80GB",
     "P100": "P100-SXM2-16GB",
     "GH200": "GH200-96GB",
     "H200": "H200-SXM-141GB",
@@ -298,6 +300,29 @@ def test_nvlink_nvswitch_is_not_a_link_name(catalog):
 def test_nvswitch_gives_each_gpu_its_full_nvlink_bandwidth(catalog):
     for switch, direct in (("nvswitch-gen3", "nvlink-gen4"), ("nvswitch-gen4", "nvlink-gen5"), ("nvswitch-gen2", "nvlink-gen3")):
         assert catalog.links.get(switch, "l").bw_bytes_per_s == catalog.links.get(direct, "l").bw_bytes_per_s
+
+
+@pytest.mark.parametrize("part, base, base_link", [
+    ("A800-SXM4-80GB", "A100-SXM4-80GB", "nvswitch-gen2"), ("H800-SXM5-80GB", "H100-SXM5-80GB", "nvswitch-gen3"),
+    ("A800-PCIE-80GB", "A100-PCIE-80GB", None), ("H800-PCIE-80GB", "H100-PCIE-80GB", None),
+])
+def test_the_china_market_parts_are_their_base_parts_with_400_GBps_of_nvlink(catalog, part, base, base_link):
+    """A800/H800: the A100's/H100's published FLOPS and bandwidth, NVLink cut to 400 GB/s (200 GB/s per direction)."""
+    from features.mechanisms import gpu_mechanisms
+
+    d, b = catalog.device(part), catalog.device(base)
+    same = ("peak_fp32_flops_per_s", "peak_tf32_flops_per_s", "peak_fp16_flops_per_s", "peak_bf16_flops_per_s",
+            "peak_fp8_flops_per_s", "memory_bw_bytes_per_s", "memory_bytes", "host_link", "architecture")
+    assert {f: getattr(d, f) for f in same} == {f: getattr(b, f) for f in same}
+    mechanisms = gpu_mechanisms()
+    assert (mechanisms[part].sm_count, mechanisms[part].boost_clock_hz) == (mechanisms[base].sm_count, mechanisms[base].boost_clock_hz)
+    assert d.provenance == "published"
+    if base_link is None:  # PCIe cards: the 400 GB/s bridge has no entry, as the H100 PCIe's has none
+        assert d.nvlink_link is None and d.default_intra_node_link == b.default_intra_node_link
+    else:
+        link = catalog.links.get(d.default_intra_node_link, "link")
+        assert link.bw_bytes_per_s == 200e9 and link.latency_s == catalog.links.get(base_link, "link").latency_s
+        assert catalog.links.get(base_link, "link").bw_bytes_per_s in (300e9, 450e9)
 
 
 def test_only_the_bridges_join_a_limited_number_of_gpus(catalog):

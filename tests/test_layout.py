@@ -41,6 +41,16 @@ def test_example_links_come_from_the_catalogue():
     assert job.layout == Layout(8, 4, 1, 16, 1, 1024, "1f1b", 1, True, "selective", "optimizer")
 
 
+def test_h800_pays_its_nvlink_in_tensor_parallel_all_reduces():
+    """The same layout on H800s: compute unchanged, each TP all-reduce's bandwidth term 450/200 = 2.25x."""
+    h100 = step_breakdown(layout_job_from_row(load_job(LLAMA).row))
+    h800 = step_breakdown(layout_job_from_row(_job(cluster__gpu="H800").row))
+    assert h800.compute_s == h100.compute_s
+    message_bytes = 1 * 8192 * 8192 * 2
+    extra_per_allreduce_s = 2 * 7 / 8 * message_bytes * (1 / 200e9 - 1 / 450e9)
+    assert h800.tp_comm_s - h100.tp_comm_s == pytest.approx(64 * 20 * 4 * extra_per_allreduce_s)
+
+
 def test_bubble_fractions_by_hand():
     assert Layout(8, 4, 1, 16, 1, 1024).bubble_fraction == pytest.approx(3 / 64)  # (p-1)/m, m = 1024/16
     assert Layout(4, 8, 1, 32, 1, 2048, "interleaved", 12).bubble_fraction == pytest.approx(7 / (12 * 64))

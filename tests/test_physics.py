@@ -704,3 +704,19 @@ def test_on_the_roofline_the_bottleneck_is_the_largest_part_and_io_only_where_in
     # By hand: input of 2 s bounds the step (io); with 1 s of input the 0.6 s of matrix operators lead.
     b = dataclasses.replace(breakdown, physics_fn=_hand_physics)
     assert [BOTTLENECKS[c] for c in b.bottleneck_code("roofline")] == ["io", "compute"]
+
+
+def test_an_a800_differs_from_an_a100_only_in_its_all_reduce_bandwidth():
+    """Same GA100, NVLink 400 GB/s instead of 600: a single GPU runs alike; the ring's bandwidth term is 1.5x."""
+    single = {"workload": {"model": "bert-large-squad", "precision": "bf16", "batch_size_per_gpu": 32}, "cluster": {}}
+    eight = {**single, "parallelism": {"architecture": "allreduce-local", "workers": 8}}
+    jobs = [{**job, "cluster": {"gpu": gpu}} for job in (single, eight) for gpu in ("A800", "A100-SXM4-80GB")]
+    r = _resolved(jobs)
+    b = r.breakdown()
+    step = b.physics.step_time_s
+    assert step[0] == step[1]
+    gradient_bytes = r.gradient_bytes[2]
+    # Ring all-reduce over 8 GPUs: 2 x 7/8 of the gradient bytes per GPU; the per-hop latencies are the same.
+    by_hand = 2 * 7 / 8 * gradient_bytes * (1 / 200e9 - 1 / 300e9)
+    assert b.comm.intra_node_s[2] - b.comm.intra_node_s[3] == pytest.approx(by_hand, rel=1e-9)
+    assert step[2] > step[3]
