@@ -77,8 +77,8 @@ def fleet_command(
     else:
         chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain_as)
 
-    # The summary needs three columns; the report needs the jobs and their predictions.
-    keep = None if report is not None else [c for c in ("step_time_s", "speedup", "error")]
+    # The summary needs four columns; the report needs the jobs and their predictions.
+    keep = None if report is not None else [c for c in ("step_time_s", "memory_s", "speedup", "error")]
     kept = []
 
     def collect(stream):

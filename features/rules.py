@@ -93,8 +93,9 @@ def check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_wo
 
 
 def check_not_layout(table: JobTable) -> None:
-    """A row with transformer-layout fields is a layout job, answered by ``predict time`` / ``plan`` one job at a
-    time (features.layout); scored here as a data-parallel job it would silently ignore its layout."""
+    """A row with transformer-layout fields is a layout job, answered by the layout model (features.layout:
+    ``predict time``, ``plan``, and ``fleet``, which routes such rows there); resolved here as a data-parallel
+    job it would silently ignore its layout."""
     from features.fields import FIELDS_BY_LEAF
     from features.layout import LAYOUT_LEAVES, SHAPE_LEAVES
     from features.table import is_missing
@@ -108,5 +109,5 @@ def check_not_layout(table: JobTable) -> None:
             continue
         table.fail(~is_missing(values), lambda i, leaf=leaf, values=values: str(SpecError(
             FIELDS_BY_LEAF[leaf].path, shown(values[i]),
-            "a transformer layout field: such a job is answered one at a time (predict time, predict plan), "
-            "not in a table of data-parallel jobs")))
+            "a transformer layout field: such a job is answered by the layout model (predict time, plan, fleet), "
+            "not as a data-parallel job")))

@@ -38,6 +38,10 @@ SCENARIO_COLUMNS = (
     "target_bottleneck",
     "target_total_gpus",
 )
+#: The labels of ``bottleneck`` and ``target_bottleneck``: a data-parallel job's bound, then a layout
+#: job's largest component (:mod:`predictor.fleet_layout`).
+FLEET_BOTTLENECKS = (*BOTTLENECKS, "tp_communication", "cp_communication", "pipeline_bubble", "pipeline_transfers",
+                     "dp_communication", "optimizer")
 #: Every column a scoring may write; input columns with these names are replaced.
 OUTPUT_COLUMNS = (*BASELINE_COLUMNS, *SCENARIO_COLUMNS, "extrapolation", "error")
 FAN_IN_SUFFIX = " (parameter-server fan-in)"
@@ -67,18 +71,25 @@ def family_column(family: str) -> str:
     return "why_" + "".join(c if c.isalnum() else "_" for c in family).replace("__", "_")
 
 
-def empty_scored(frame: pd.DataFrame, learned: bool, scenario: bool, explain: bool = False) -> pd.DataFrame:
-    """A scored frame without rows, with the columns and types a non-empty one has (a Dask ``meta``)."""
-    labels = {"bottleneck": BOTTLENECKS, "bottleneck_link": link_categories(), "target_bottleneck": BOTTLENECKS}
-    text = {"extrapolation", "error"}
-    names = [*BASELINE_COLUMNS, *(SCENARIO_COLUMNS if scenario else ()), "extrapolation", "error"]
+def scored_columns(learned: bool, scenario: bool) -> list[str]:
+    """The number and label columns a scoring writes, in order (then the ``why_`` ones, ``extrapolation`` and ``error``)."""
+    names = [*BASELINE_COLUMNS, *(SCENARIO_COLUMNS if scenario else ())]
     if not learned:
-        names = [c for c in names if c not in ("lower_s", "upper_s", "speedup_lower", "speedup_upper", "p_speedup_gt_1", "extrapolation")]
+        names = [c for c in names if c not in ("lower_s", "upper_s", "speedup_lower", "speedup_upper", "p_speedup_gt_1")]
+    return names
+
+
+def empty_scored(frame: pd.DataFrame, learned: bool, scenario: bool, explain: bool = False) -> pd.DataFrame:
+    """A scored frame without rows, with the columns, order and types a non-empty one has (a Dask ``meta``)."""
+    labels = {"bottleneck": FLEET_BOTTLENECKS, "bottleneck_link": link_categories(), "target_bottleneck": FLEET_BOTTLENECKS}
+    text = {"extrapolation", "error"}
+    names = scored_columns(learned, scenario)
     if explain:
         from features.build import FAMILIES
 
         names += [family_column(f) for f in FAMILIES] + ["why_dominant"]
         labels["why_dominant"] = FAMILIES
+    names += [*(["extrapolation"] if learned else []), "error"]
     out: dict[str, Any] = {}
     for name in names:
         if name in labels:

@@ -135,6 +135,16 @@ class ConfigScores:
         extrapolation = None if first.extrapolation is None else np.concatenate([p.extrapolation for p in parts])
         return cls(columns, extrapolation, np.concatenate([p.errors for p in parts]))
 
+    def take(self, index: np.ndarray) -> ConfigScores:
+        """The configurations at ``index``, in that order."""
+        columns = {
+            name: pd.Categorical.from_codes(values.codes[index], categories=values.categories)
+            if isinstance(values, pd.Categorical) else values[index]
+            for name, values in self.columns.items()
+        }
+        extrapolation = None if self.extrapolation is None else self.extrapolation[index]
+        return ConfigScores(columns, extrapolation, self.errors[index])
+
     def rows(self, frame: pd.DataFrame, inverse: np.ndarray) -> pd.DataFrame:
         """``frame``'s columns, then the predictions of each row's configuration (``inverse``)."""
         out: dict[str, Any] = {}

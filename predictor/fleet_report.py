@@ -16,6 +16,11 @@ prints each next to the study's figure:
   the PAI components count all communication and no dispatch, these say how
   much of the fleet's time goes to launching kernels and to the all-reduce
   tail that nothing hides;
+* for layout jobs (transformers with tensor, pipeline or context
+  parallelism, answered by the layout model alone), the shares of their own
+  parts: compute, tensor-parallel communication, the exposed context- and
+  data-parallel communication, the pipeline bubble and transfers, the
+  optimizer step;
 * the speedup distribution under the run's scenario (``--to``), if any;
 * PS/Worker jobs moved to AllReduce over their GPU's NVLink, and the jobs
   whose gradients cross the network (PS/Worker, multi-node AllReduce) placed
@@ -49,7 +54,7 @@ from pathlib import Path
 import pandas as pd
 
 from features.errors import SpecError
-from predictor.fleet_report_figures import plot_roofline_shares, plot_shares, plot_speedups
+from predictor.fleet_report_figures import plot_layout_shares, plot_roofline_shares, plot_shares, plot_speedups
 from predictor.fleet_report_text import json_safe, markdown
 from predictor.fleet_report_views import (
     PAI_COMMUNICATION_SHARE,
@@ -92,6 +97,9 @@ def write_report(
     images = {"shares": "component_shares.png", "roofline": "roofline_shares.png", "views": "standard_views.png"}
     plot_shares(report, directory / images["shares"])
     plot_roofline_shares(report, directory / images["roofline"])
+    if report.layout_shares:
+        images["layout"] = "layout_shares.png"
+        plot_layout_shares(report, directory / images["layout"])
     plot_speedups(
         [report.ps_to_allreduce, report.ethernet_upgrade],
         directory / images["views"],

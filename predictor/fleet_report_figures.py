@@ -22,6 +22,12 @@ _COLOURS = {
     "host overhead": "tab:pink",
     "exposed communication": "tab:red",
     "input": "tab:green",
+    "tensor-parallel communication": "tab:red",
+    "context-parallel communication (exposed)": "tab:brown",
+    "pipeline bubble": "tab:gray",
+    "pipeline transfers": "tab:olive",
+    "data-parallel communication (exposed)": "tab:pink",
+    "optimizer step": "tab:cyan",
 }
 
 
@@ -35,11 +41,22 @@ def plot_roofline_shares(report: FleetReport, path: Path) -> None:
     _plot_share_rows(report.roofline_shares, STEP_PARTS, path, "Where the fleet's step time goes on the roofline physics", "share of the physics' step time")
 
 
+def plot_layout_shares(report: FleetReport, path: Path) -> None:
+    """The layout jobs' parts' shares of their step."""
+    from predictor.fleet_layout import LAYOUT_PARTS
+
+    _plot_share_rows(report.layout_shares, tuple(LAYOUT_PARTS.values()), path, "Where the layout jobs' step time goes", "share of the layout model's step time")
+
+
 def _plot_share_rows(rows: list[ShareRow], parts: tuple[str, ...], path: Path, title: str, xlabel: str, study: bool = False) -> None:
     from matplotlib.figure import Figure
 
     labels = [f"{r.group} ({r.jobs:,})" for r in rows] + (["PAI study (communication)"] if study else [])
-    fig = Figure(figsize=(9, 1.2 + 0.9 * (len(labels) + 1)))
+    # Long part names (a layout job's) take fewer legend columns and more rows below the bars.
+    columns = min(len(parts), 3 if max(map(len, parts)) > 24 else 6)
+    legend_rows = -(-len(parts) // columns)
+    height = 1.2 + 0.9 * (len(labels) + 1) + 0.25 * legend_rows
+    fig = Figure(figsize=(9, height))
     axes = fig.subplots(1, 2, sharey=True)
     for ax, key, heading in ((axes[0], "per_job", "mean over jobs"), (axes[1], "gpu_time", "share of GPU time")):
         left = np.zeros(len(labels))
@@ -54,9 +71,9 @@ def _plot_share_rows(rows: list[ShareRow], parts: tuple[str, ...], path: Path, t
         ax.set_title(heading)
         ax.set_xlabel(xlabel)
     axes[0].invert_yaxis()  # shared: the fleet on top (and the study's figure at the bottom)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=min(len(parts), 6), fontsize=8, frameon=False)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=columns, fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, (0.05 + 0.25 * legend_rows) / height, 1, 1))
     fig.savefig(path, dpi=110)
 
 

@@ -14,6 +14,7 @@ from predictor.fleet_report_views import (
     PAI_ETHERNET_25_TO_100_SPEEDUP,
     PAI_PS_TO_ALLREDUCE_SHARE_FASTER,
     FleetReport,
+    ShareRow,
     SpeedupView,
 )
 
@@ -59,11 +60,17 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
             f"the PAI study found about {PAI_COMMUNICATION_SHARE:.0%}.",
             "",
         ]
-    header = ["jobs", "count", *(f"{c} (per job)" for c in COMPONENTS), *(f"{c} (GPU time)" for c in COMPONENTS)]
-    rows = [[r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in COMPONENTS), *(pct(r.gpu_time[c]) for c in COMPONENTS)] for r in report.shares]
-    rows.append(["PAI study", "", "", "", "", f"~{PAI_COMMUNICATION_SHARE:.0%}", "", "", "", ""])
-    lines += _markdown_table(header, rows) + ["", f"![component shares]({images['shares']})", ""]
+    study = ["PAI study", "", "", "", "", f"~{PAI_COMMUNICATION_SHARE:.0%}", "", "", "", ""]
+    lines += _share_table(report.shares, COMPONENTS, extra=[study]) + ["", f"![component shares]({images['shares']})", ""]
+    if report.layout_shares:
+        lines += [
+            f"The {report.layout_shares[0].jobs:,} layout jobs (transformers with tensor, pipeline or context parallelism) "
+            "are not in this table nor the next: the layout model splits their step its own way (see Layout jobs).",
+            "",
+        ]
     lines += _roofline_section(report, images["roofline"])
+    if report.layout_shares:
+        lines += _layout_section(report, images["layout"])
 
     if report.scenario is not None:
         v = report.scenario
@@ -140,12 +147,39 @@ def _roofline_section(report: FleetReport, image: str) -> list[str]:
         "The PAI components above count all communication, hidden or not, and no dispatch.",
         "",
     ]
-    header = ["jobs", "count", *(f"{c} (per job)" for c in STEP_PARTS), *(f"{c} (GPU time)" for c in STEP_PARTS)]
-    rows = [
-        [r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in STEP_PARTS), *(pct(r.gpu_time[c]) for c in STEP_PARTS)]
-        for r in report.roofline_shares
+    return lines + _share_table(report.roofline_shares, STEP_PARTS) + ["", f"![roofline shares]({image})", ""]
+
+
+def _layout_section(report: FleetReport, image: str) -> list[str]:
+    """Layout jobs' parts: where a tensor/pipeline/context-parallel step goes."""
+    from predictor.fleet_layout import LAYOUT_PARTS
+
+    overall = report.layout_shares[0]
+    parts = tuple(LAYOUT_PARTS.values())
+    communication = [p for p in parts if "communication" in p or p == "pipeline transfers"]
+
+    def share(shares: dict[str, float], names) -> float:
+        return sum(shares[n] for n in names)
+
+    lines = [
+        "## Layout jobs: where the step time goes",
+        "",
+        "The analytical layout model alone answers these (no learned residual, no interval): compute at its attainable "
+        "FLOP rate, tensor-parallel all-reduces, the context-parallel and data-parallel communication the computation "
+        "cannot hide, the pipeline's bubble and its stage-to-stage transfers, and the optimizer step. "
+        f"Communication takes **{pct(share(overall.per_job, communication))}** of a layout job's step on average "
+        f"(**{pct(share(overall.gpu_time, communication))}** of their GPU time) and the pipeline bubble "
+        f"**{pct(overall.per_job['pipeline bubble'])}** (**{pct(overall.gpu_time['pipeline bubble'])}**).",
+        "",
     ]
-    return lines + _markdown_table(header, rows) + ["", f"![roofline shares]({image})", ""]
+    return lines + _share_table(report.layout_shares, parts) + ["", f"![layout shares]({image})", ""]
+
+
+def _share_table(rows: Sequence[ShareRow], parts: Sequence[str], extra: Sequence[Sequence[str]] = ()) -> list[str]:
+    """Each group's share of each part, per job then by GPU time, as a Markdown table (``extra`` rows last)."""
+    header = ["jobs", "count", *(f"{c} (per job)" for c in parts), *(f"{c} (GPU time)" for c in parts)]
+    cells = [[r.group, f"{r.jobs:,}", *(pct(r.per_job[c]) for c in parts), *(pct(r.gpu_time[c]) for c in parts)] for r in rows]
+    return _markdown_table(header, [*cells, *extra])
 
 
 def json_safe(value: Any) -> Any:

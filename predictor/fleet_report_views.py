@@ -16,6 +16,7 @@ from features.physics import STEP_PARTS
 from features.resolve import resolve
 from features.table import RULES, JobTable, check_column, validate_columns
 from predictor.fleet_configs import distinct_configs
+from predictor.fleet_layout import LAYOUT_PARTS, layout_parts_s
 from predictor.fleet_scoring import score_frame
 
 #: Wang et al. 2019, abstract: communication "takes almost 62% of the total execution time ... on average".
@@ -87,6 +88,8 @@ class FleetReport:
     method: str
     shares: list[ShareRow]
     roofline_shares: list[ShareRow]
+    #: Layout jobs (transformers with TP/PP/CP): their own parts, which the two tables above leave out.
+    layout_shares: list[ShareRow]
     scenario: SpeedupView | None
     ps_to_allreduce: SpeedupView
     ethernet_upgrade: SpeedupView
@@ -107,6 +110,7 @@ class FleetReport:
             "shares": [asdict(row) for row in self.shares],
             "study_communication_share": PAI_COMMUNICATION_SHARE,
             "roofline_shares": [asdict(row) for row in self.roofline_shares],
+            "layout_shares": [asdict(row) for row in self.layout_shares],
             "scenario": None if self.scenario is None else self.scenario.to_dict(),
             "ps_to_allreduce": self.ps_to_allreduce.to_dict(),
             "ethernet_upgrade": self.ethernet_upgrade.to_dict(),
@@ -175,13 +179,29 @@ def roofline_shares(scored: pd.DataFrame, weights: Weights, architecture: np.nda
     return _share_rows(roofline_parts_s(scored), STEP_PARTS, weights, architecture)
 
 
-def _share_rows(seconds: np.ndarray, names: Sequence[str], weights: Weights, architecture: np.ndarray) -> list[ShareRow]:
+def layout_shares(scored: pd.DataFrame, weights: Weights) -> list[ShareRow]:
+    """Shares of a layout job's parts (:data:`predictor.fleet_layout.LAYOUT_PARTS`) in its step, over the layout jobs.
+
+    Recomputed from the job columns once per distinct configuration, as the
+    fleet scored them (the layout model alone); a row without a prediction has none.
+    """
+    if not len(scored):
+        return []
+    inverse, distinct, k = distinct_configs(scored)
+    parts = layout_parts_s(distinct, k)[inverse]
+    parts[~np.isfinite(scored["step_time_s"].to_numpy(float))] = np.nan
+    return _share_rows(parts, tuple(LAYOUT_PARTS.values()), weights, np.full(len(scored), ""), everyone="layout jobs")
+
+
+def _share_rows(
+    seconds: np.ndarray, names: Sequence[str], weights: Weights, architecture: np.ndarray, everyone: str = "all jobs"
+) -> list[ShareRow]:
     """Each part's share of the step (``seconds``: rows x parts, adding up to the step) by group of jobs."""
     total = seconds.sum(axis=1)
     valid = np.isfinite(total) & (total > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = seconds / total[:, None]
-    groups = [("all jobs", valid)] + [(a, valid & (architecture == a)) for a in ARCHITECTURES]
+    groups = [(everyone, valid)] + [(a, valid & (architecture == a)) for a in ARCHITECTURES]
     rows = []
     for name, mask in groups:
         if not mask.any():
@@ -310,6 +330,7 @@ def build_report(
     step = scored["step_time_s"].to_numpy(float)
     shares = component_shares(scored, weights, architecture)
     physics_shares = roofline_shares(scored, weights, architecture)
+    transformer_shares = layout_shares(scored, weights)
     ps_view = ps_to_allreduce_view(scored, weights, architecture, scoring)
     ethernet_view = ethernet_upgrade_view(scored, weights, architecture, scoring)
 
@@ -339,6 +360,7 @@ def build_report(
         method=method,
         shares=shares,
         roofline_shares=physics_shares,
+        layout_shares=transformer_shares,
         scenario=scenario_view,
         ps_to_allreduce=ps_view,
         ethernet_upgrade=ethernet_view,

@@ -17,10 +17,12 @@ import numpy as np
 import pandas as pd
 
 from features import scenarios
-from features.analytical import BOTTLENECKS
 from features.table import validate_columns
-from predictor.fleet_columns import OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories
+from predictor.fleet_columns import (
+    FLEET_BOTTLENECKS, OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories, scored_columns,
+)
 from predictor.fleet_configs import ConfigScores, distinct_configs
+from predictor.fleet_layout import LAYOUT_NOTE, layout_configs, score_layout_configs
 
 DEFAULT_CHUNK_ROWS = 200_000
 
@@ -44,7 +46,54 @@ def score_configs(
     predictor,
     explain: bool | str = False,
 ) -> ConfigScores:
-    """Predictions for ``k`` job configurations given column by column (see :func:`score_frame`)."""
+    """Predictions for ``k`` job configurations given column by column (see :func:`score_frame`).
+
+    Layout jobs among them are answered by the layout model (:mod:`predictor.fleet_layout`), the rest
+    together by ``predictor``.
+    """
+    layout = layout_configs(distinct, k)
+    if not layout.any():
+        return _score_data_parallel(distinct, k, steps, predictor, explain)
+    parts, order = [], []
+    data_parallel = np.flatnonzero(~layout)
+    if data_parallel.size:
+        parts.append(_score_data_parallel(_take(distinct, data_parallel), data_parallel.size, steps, predictor, explain))
+        order.append(data_parallel)
+    rows = np.flatnonzero(layout)
+    parts.append(_score_layout(_take(distinct, rows), rows.size, steps, predictor.method == "learned", explain))
+    order.append(rows)
+    return ConfigScores.concat(parts).take(np.argsort(np.concatenate(order), kind="stable"))
+
+
+def _take(distinct: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {leaf: values[rows] for leaf, values in distinct.items()}
+
+
+def _score_layout(distinct: dict[str, np.ndarray], k: int, steps: Sequence, learned: bool, explain: bool | str) -> ConfigScores:
+    """Layout configurations' scores, in the columns and types the data-parallel ones have."""
+    values, errors = score_layout_configs(distinct, k, [step.text for step in steps])
+    labels = {"bottleneck": FLEET_BOTTLENECKS, "target_bottleneck": FLEET_BOTTLENECKS, "bottleneck_link": link_categories()}
+    columns: dict[str, Any] = {}
+    for name in scored_columns(learned, bool(steps)):
+        if name in labels:
+            columns[name] = categorical(values.get(name, np.full(k, None, object)), labels[name])
+        else:
+            columns[name] = values.get(name, np.full(k, np.nan))
+    if explain:
+        from features.build import FAMILIES
+
+        columns.update({family_column(f): np.full(k, np.nan) for f in FAMILIES})
+        columns["why_dominant"] = pd.Categorical.from_codes(np.full(k, -1, np.int16), categories=list(FAMILIES))
+    extrapolation = None
+    if learned:
+        extrapolation = np.full(k, LAYOUT_NOTE, object)
+        extrapolation[~np.isfinite(columns["step_time_s"])] = None
+    return ConfigScores(columns, extrapolation, errors)
+
+
+def _score_data_parallel(
+    distinct: dict[str, np.ndarray], k: int, steps: Sequence, predictor, explain: bool | str = False
+) -> ConfigScores:
     table = validate_columns(distinct, k)
     if steps:
         result = predictor.speedup_table(table, steps)
@@ -60,7 +109,7 @@ def score_configs(
         numbers["throughput_samples_per_s"] = base.global_batch_size / base.step_time_s
     numbers.update(io_s=b.io_s, compute_s=b.compute_s, memory_s=b.memory_s, comm_s=b.comm_s)
     labels: dict[str, tuple[np.ndarray, Sequence[str]]] = {
-        "bottleneck": (base.bottleneck, BOTTLENECKS),
+        "bottleneck": (base.bottleneck, FLEET_BOTTLENECKS),
         "bottleneck_link": (base.bottleneck_link, link_categories()),
     }
     numbers["total_gpus"] = base.resolved.total_gpus
@@ -70,7 +119,7 @@ def score_configs(
         for name in ("speedup_lower", "speedup_upper", "p_speedup_gt_1"):
             if getattr(result, name) is not None:
                 numbers[name] = getattr(result, name)
-        labels["target_bottleneck"] = (target.bottleneck, BOTTLENECKS)
+        labels["target_bottleneck"] = (target.bottleneck, FLEET_BOTTLENECKS)
         numbers["target_total_gpus"] = target.resolved.total_gpus
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}

@@ -26,12 +26,16 @@ class FleetSummary:
     share_slower: float
     overlap: str
     method: str = "analytical"
+    #: Predicted layout jobs (answered by the analytical layout model, :mod:`predictor.fleet_layout`).
+    layout_rows: int = 0
 
     def lines(self) -> list[str]:
         out = [
             f"scored {self.rows:,} jobs ({_METHOD_TEXT.get(self.method, self.method)}, {_OVERLAP_TEXT[self.overlap]}): "
             f"{self.rows - self.failed_rows:,} predicted, {self.failed_rows:,} failed validation",
         ]
+        if self.layout_rows:
+            out.append(f"layout jobs: {self.layout_rows:,} of the predicted, by the analytical layout model alone (no interval)")
         if np.isfinite(self.median_step_time_s):
             out.append(f"median step time: {self.median_step_time_s:.4g} s")
         if self.scenario:
@@ -64,6 +68,8 @@ def summarize(scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none
     first_errors = tuple((int(i), str(errors.iloc[i])) for i in positions)
     step = scored["step_time_s"].to_numpy(float)
     predicted = np.isfinite(step)
+    # A predicted layout job has no memory term (predictor.fleet_layout); a data-parallel one always has one.
+    layout = predicted & np.isnan(scored["memory_s"].to_numpy(float)) if "memory_s" in scored else np.zeros(len(scored), bool)
     speedup = scored["speedup"].to_numpy(float) if "speedup" in scored else np.full(len(scored), np.nan)
     scored_speedup = speedup[np.isfinite(speedup)]
     some = len(scored_speedup) > 0
@@ -82,4 +88,5 @@ def summarize(scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none
         share_slower=float(np.mean(scored_speedup < 1.0)) if some else float("nan"),
         overlap=overlap,
         method=method,
+        layout_rows=int(layout.sum()),
     )

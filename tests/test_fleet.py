@@ -336,8 +336,9 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, setup, args
 
 
 @pytest.mark.parametrize("to", [[], ["allreduce-nvlink"]])
-def test_an_empty_fleet_has_the_columns_and_types_of_a_scored_one(fleet, to):
-    """A Dask partition's meta is the empty case: it must match what real partitions return."""
-    full, empty = score_frame(fleet.iloc[:20], to, **ANALYTICAL), score_frame(fleet.iloc[:0], to, **ANALYTICAL)
+@pytest.mark.parametrize("scoring", [ANALYTICAL, {}, {"explain": True}], ids=["analytical", "learned", "explained"])
+def test_an_empty_fleet_has_the_columns_and_types_of_a_scored_one(fleet, to, scoring):
+    """A Dask partition's meta is the empty case: it must match what real partitions return, in order."""
+    full, empty = score_frame(fleet.iloc[:20], to, **scoring), score_frame(fleet.iloc[:0], to, **scoring)
     assert len(empty) == 0
     pd.testing.assert_series_equal(empty.dtypes, full.dtypes)
