@@ -37,6 +37,7 @@ import pandas as pd
 from features.errors import SpecError
 from features.jobspec import Job
 from features.layout import LAYOUT_LEAVES, SHAPE_LEAVES, does_not_fit_message
+from features.table import RULES, is_missing, validate_columns
 from features.transformer import FAMILIES
 from predictor.layout import LayoutPrediction, predict_layout, speedup_layout
 
@@ -91,9 +92,11 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
              "target_step_time_s", "speedup", "target_total_gpus")  # fmt: skip
     numbers = {name: np.full(k, np.nan) for name in names}
     labels = {name: np.full(k, None, object) for name in ("bottleneck", "target_bottleneck")}
-    errors = np.full(k, None, object)
-    for i in range(k):
-        job = Job(name="", row={leaf: _plain(values[i]) for leaf, values in distinct.items()})
+    rows, errors = job_rows(distinct, k)
+    for i, row in enumerate(rows):
+        if row is None:
+            continue
+        job = Job(name="", row=row)
         try:
             base = predict_layout(job)
         except SpecError as error:
@@ -121,14 +124,46 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
 def layout_parts_s(distinct: dict[str, np.ndarray], k: int) -> np.ndarray:
     """Seconds of each of :data:`LAYOUT_PARTS` for ``k`` configurations (NaN where not a layout job that fits)."""
     parts = np.full((k, len(LAYOUT_PARTS)), np.nan)
-    for i in np.flatnonzero(layout_configs(distinct, k)):
+    layout = np.flatnonzero(layout_configs(distinct, k))
+    rows, _ = job_rows({leaf: values[layout] for leaf, values in distinct.items()}, len(layout))
+    for i, row in zip(layout, rows):
+        if row is None:
+            continue
         try:
-            p = predict_layout(Job(name="", row={leaf: _plain(values[i]) for leaf, values in distinct.items()}))
+            p = predict_layout(Job(name="", row=row))
         except SpecError:
             continue
         if p.fits:
             parts[i] = [p.breakdown.components_s[name] for name in LAYOUT_PARTS]
     return parts
+
+
+def job_rows(distinct: dict[str, np.ndarray], k: int) -> tuple[list[dict[str, Any] | None], np.ndarray]:
+    """Each configuration as the flat row a job file gives (None where it fails the field rules), and the errors.
+
+    The rules are those every job passes (:func:`features.table.validate_columns`: types, bounds, choices);
+    a row keeps its values as given, numbers as the rules read them, and no default the rules would
+    fill, so that the layout model applies its own, as for one job.
+    """
+    table = validate_columns(distinct, k)
+    missing = {leaf: is_missing(values) for leaf, values in distinct.items()}
+    rows: list[dict[str, Any] | None] = []
+    for i in range(k):
+        if table.errors[i] is not None:
+            rows.append(None)
+            continue
+        row = {}
+        for leaf, values in distinct.items():
+            rule = RULES.get(leaf)
+            if missing[leaf][i] or rule is None or rule.kind == "str":
+                row[leaf] = None if missing[leaf][i] else _plain(values[i])
+            elif rule.kind == "bool":
+                row[leaf] = bool(table.columns[leaf][i])
+            else:
+                number = float(table.columns[leaf][i])
+                row[leaf] = int(number) if rule.kind == "int" else number
+        rows.append(row)
+    return rows, table.errors.copy()
 
 
 def _write(numbers: dict[str, np.ndarray], labels: dict[str, np.ndarray], i: int, p: LayoutPrediction, prefix: str) -> None:

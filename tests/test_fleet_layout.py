@@ -134,3 +134,35 @@ def test_a_single_job_file_and_its_fleet_row_agree_on_the_job_fields():
     """The fleet reads a layout row as the job file's flat row: nothing is lost on the way to a table."""
     row = flatten(job_from_dict(json.loads(open(LLAMA).read())))
     assert predict_layout(load_job(LLAMA)).step_time_s == score_fleet(pd.DataFrame([row]), progress=False)["step_time_s"][0]
+
+
+@pytest.mark.parametrize(
+    ("leaf", "value", "message"),
+    [
+        ("hidden_size", "abc", "workload.hidden_size: 'abc' is not valid; allowed: a whole number"),
+        ("layers", 1e30, "workload.layers: 1e+30 is not valid"),
+        ("sequence_length", float("inf"), "workload.sequence_length: inf is not valid"),
+        ("tensor_parallel", 0, "parallelism.tensor_parallel: 0 is not valid"),
+        ("pipeline_schedule", "zigzag", "allowed: gpipe, 1f1b, interleaved"),
+        ("sequence_parallel", "maybe", "allowed: true or false"),
+        ("gpu", "V10", "unknown gpu 'V10' at cluster.gpu"),
+        ("hidden_size", 8191, "must be divisible by workload.attention_heads = 64"),
+        ("layers", "", "workload.layers is missing"),
+    ],
+)
+def test_a_hostile_layout_field_fails_its_row_with_one_line(leaf, value, message):
+    """Layout rows pass the same field rules as any job before the layout model sees them."""
+    good, bad = _rows(LLAMA, LLAMA)
+    bad[leaf] = value
+    scored = score_fleet(pd.DataFrame([good, bad]).astype(object), ["gpu=H800"], progress=False)
+    assert message in scored["error"][1] and "\n" not in scored["error"][1]
+    assert np.isnan(scored["step_time_s"][1]) and np.isnan(scored["speedup"][1])
+    assert np.isfinite(scored["speedup"][0])
+
+
+@pytest.mark.parametrize(("leaf", "value"), [("tensor_parallel", "8"), ("tensor_parallel", "8.0"), ("sequence_parallel", "true"), ("model", "LLAMA")])
+def test_text_cells_a_table_reads_as_numbers_or_names_give_the_job_answer(leaf, value):
+    good, text = _rows(LLAMA, LLAMA)
+    text[leaf] = value
+    scored = score_fleet(pd.DataFrame([good, text]).astype(object), progress=False)
+    assert scored["step_time_s"][1] == scored["step_time_s"][0]
