@@ -57,6 +57,7 @@ app = typer.Typer(
 COMMANDS = {
     "time": predicting.time_command,
     "speedup": predicting.speedup_command,
+    "compare": predicting.compare_command,
     "breakdown": predicting.breakdown_command,
     "explain": predicting.explain_command,
     "devices": predicting.devices_command,

@@ -80,6 +80,33 @@ def speedup_command(
 
 
 @domain_errors
+def compare_command(
+    job: JobOption,
+    gpu: Annotated[
+        list[str] | None,
+        typer.Option("--gpu", help="A GPU to compare (repeatable; name or alias); default: one GPU of each catalogue family."),
+    ] = None,
+    as_json: JsonOption = False,
+    overlap: OverlapOption = "none",
+    model: ModelOption = "default",
+    confidence_level: LevelOption = 0.9,
+) -> None:
+    """Rank GPUs for one job: its step time and speedup on each (the gpu= what-if of predict speedup).
+
+    Example: predict compare --job examples/jobs/resnet50-single.json --gpu A100 --gpu H100 --gpu H800
+    """
+    from predictor.compare import compare_gpus
+
+    comparison = compare_gpus(make_predictor(overlap, model, confidence_level), job, gpu)
+    if as_json:
+        echo_json(comparison.to_dict())
+    else:
+        from predictor.report import print_comparison
+
+        print_comparison(comparison)
+
+
+@domain_errors
 def breakdown_command(job: JobOption, as_json: JsonOption = False, overlap: OverlapOption = "none") -> None:
     """Show the analytical split of one step into io, compute, memory and communication.
 

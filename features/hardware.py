@@ -74,7 +74,11 @@ class DeviceSpec:
     notes: str = ""
 
     def peak_flops_per_s(self, precision: str) -> float:
-        """Peak dense FLOP/s at ``precision``.
+        """Peak dense FLOP/s at ``precision`` (at :meth:`compute_precision` where it has no path for it)."""
+        return getattr(self, f"peak_{self.compute_precision(precision)}_flops_per_s")
+
+    def compute_precision(self, precision: str) -> str:
+        """The precision the device computes ``precision`` at.
 
         A precision the device has no fast path for runs at the next slower one
         it has: TF32 and BF16 fall back to FP32 (V100 has neither), FP8 falls
@@ -88,9 +92,8 @@ class DeviceSpec:
             "fp8": ("fp8", "fp16", "fp32"),
         }
         for candidate in fallbacks[precision]:
-            value = getattr(self, f"peak_{candidate}_flops_per_s")
-            if value:
-                return value
+            if getattr(self, f"peak_{candidate}_flops_per_s"):
+                return candidate
         raise AssertionError("every device has an FP32 peak")
 
     @property

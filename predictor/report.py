@@ -121,6 +121,32 @@ def print_speedup(result: SpeedupPrediction) -> None:
         _console.print(f"[yellow]warning:[/yellow] {safe_text(warning)}")
 
 
+_METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
+
+
+def print_comparison(comparison) -> None:
+    """The job on each GPU, fastest first: step time, speedup over its own GPU (with its interval), bottleneck."""
+    _console.print(
+        f"[bold]{safe_text(comparison.name)}[/bold] on {len(comparison.options)} GPUs, fastest first "
+        f"(baseline {comparison.gpu}: {_seconds(comparison.step_time_s)} s per step; {_METHOD_TEXT.get(comparison.method, comparison.method)})"
+    )
+    table = Table(title_justify="left")
+    for name, justify in (("#", "right"), ("GPU", "left"), ("step (s)", "right"), ("speedup", "right"), ("interval", "right"),
+                          ("bottleneck", "left"), ("note", "left")):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for rank, o in enumerate(comparison.options, 1):
+        if o.error is not None:
+            table.add_row("", o.gpu, "", "", "", "", safe_text(o.error))
+            continue
+        interval = "" if o.speedup_lower is None else f"{o.speedup_lower:.2f}-{o.speedup_upper:.2f}"
+        notes = ["its own GPU" if o.gpu == comparison.gpu else "outside the training data" if o.outside_training_data else ""]
+        if o.computes_at is not None:
+            notes.append(f"computes at {o.computes_at}")
+        note = "; ".join(n for n in notes if n)
+        table.add_row(str(rank), o.gpu, _seconds(o.step_time_s), f"{o.speedup:.2f}x", interval, o.bottleneck or "", note)
+    _console.print(table)
+
+
 def devices_records() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from features.hardware import hardware_catalog
 
