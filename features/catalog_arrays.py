@@ -21,6 +21,9 @@ class CatalogArrays:
     hardware: HardwareCatalog
     workloads: WorkloadCatalog
     device_names: list[str]
+    #: Per device, the name and family the learned layer's training domain counts it as (its silicon twin's).
+    device_domain_names: list[str]
+    device_domain_families: list[str]
     link_names: list[str]
     workload_names: list[str]
     peak_flops_per_s: np.ndarray  # [device, precision in PRECISIONS order]
@@ -124,6 +127,8 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         hardware=hardware,
         workloads=workloads,
         device_names=[d.name for d in devices],
+        device_domain_names=[hardware.domain_device(d).name for d in devices],
+        device_domain_families=[hardware.domain_device(d).family for d in devices],
         link_names=link_names,
         workload_names=[w.name for w in specs],
         peak_flops_per_s=np.array([[d.peak_flops_per_s(p) for p in PRECISIONS] for d in devices], float),

@@ -72,6 +72,10 @@ class DeviceSpec:
     family_default: bool = False
     aliases: tuple[str, ...] = ()
     notes: str = ""
+    #: A part that is another's silicon with only its links cut (the China-market A800 and H800: the A100's
+    #: and H100's dies, clocks and memory): the learned layer counts it as that part for what its training
+    #: data covers (:mod:`predictor.domain`), since every figure the residual sees but the links is the same.
+    same_silicon_as: str | None = None
 
     def peak_flops_per_s(self, precision: str) -> float:
         """Peak dense FLOP/s at ``precision`` (at :meth:`compute_precision` where it has no path for it)."""
@@ -178,6 +182,13 @@ class HardwareCatalog:
                 name = getattr(device, attr)
                 if name is not None and self.links.find(name) is None:
                     raise ValueError(f"device {device.name}: {attr} {name!r} is not in the link catalogue")
+            twin = None if device.same_silicon_as is None else self.devices.find(device.same_silicon_as)
+            if device.same_silicon_as is not None and (twin is None or twin.name != device.same_silicon_as or twin.same_silicon_as):
+                raise ValueError(f"device {device.name}: same_silicon_as {device.same_silicon_as!r} must name a catalogue device that has no twin itself")
+
+    def domain_device(self, device: DeviceSpec) -> DeviceSpec:
+        """The device the learned layer's training domain counts ``device`` as (its silicon twin, else itself)."""
+        return device if device.same_silicon_as is None else self.devices.get(device.same_silicon_as, "same_silicon_as")
 
     def device(self, name: str, field: str = "cluster.gpu") -> DeviceSpec:
         return self.devices.get(name, field)

@@ -68,7 +68,8 @@ def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray
         "model": indexed(resolved.workload_index, [w.name for w in cat.workloads.workloads] + [None]),  # a custom model counts once, by family
         "model family": indexed(resolved.workload_index, [w.domain for w in cat.workloads.workloads] + [CUSTOM_FAMILY]),
         "architecture": indexed(resolved.architecture_code, list(ARCHITECTURES) + [None]),
-        "device": indexed(resolved.device_index, [d.family for d in cat.hardware.devices] + [None]),
+        # A part that is another's silicon with its links cut counts as that part (features.hardware).
+        "device": indexed(resolved.device_index, list(cat.device_domain_families) + [None]),
     }
     links = list(cat.link_names) + [NO_NETWORK]
     one_host = np.isin(resolved.architecture_code, [ARCHITECTURES.index("single"), ARCHITECTURES.index("allreduce-local")])

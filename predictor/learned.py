@@ -152,12 +152,14 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> tuple[np.ndarra
     for column in ("gpu", "architecture"):
         if column == "gpu":  # by catalogue name: an alias ("V100") names a GPU the data may hold
             codes, names = resolved.device_index, list(resolved.catalogs.device_names)
+            counted_as = list(resolved.catalogs.device_domain_names)  # a silicon twin counts as its twin
         else:
             codes, names = resolved.table.codes(column)
+            counted_as = names
         seen = domain["gpus" if column == "gpu" else "architectures"]
         present = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
         for u, name in enumerate(names):
-            if name is not None and name not in seen and present[u]:
+            if name is not None and counted_as[u] not in seen and present[u]:
                 rows = resolved.ok & (codes == u)
                 _note(notes, rows, f"{column} {name} is not in the training data")
                 if column == "architecture":

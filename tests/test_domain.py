@@ -129,6 +129,33 @@ def test_a_gpu_named_by_its_alias_is_the_gpu_the_data_holds(ps_job):
     assert alias.step_time_s == full.step_time_s
 
 
+@pytest.mark.parametrize(("part", "twin"), [("A800", "A100-SXM4-80GB"), ("H800-SXM5-80GB", "H100-SXM5-80GB"), ("H800 PCIe", "H100-PCIE-80GB")])
+def test_a_part_with_its_twins_silicon_is_inside_the_data_its_twin_is(part, twin):
+    """An A800/H800 is the A100/H100 with less NVLink: on one GPU it predicts exactly as its twin, and its
+    8-GPU all-reduce job keeps the twin's correction and is never faster (monotone in link bandwidth)."""
+    predictor = Predictor()
+    single = {"workload": {"model": "bert-large", "precision": "bf16", "batch_size_per_gpu": 32}, "cluster": {"gpu": twin}}
+    on_twin, on_part = predictor.time(single), predictor.time({**single, "cluster": {"gpu": part}})
+    assert (on_part.step_time_s, on_part.lower_s, on_part.upper_s, on_part.warnings) == (
+        on_twin.step_time_s, on_twin.lower_s, on_twin.upper_s, on_twin.warnings)
+    eight = {**single, "parallelism": {"architecture": "allreduce-local", "workers": 8}}
+    pair = predictor.speedup({**eight, "cluster": {"gpu": twin}}, [f"gpu={part}"])
+    assert not any("not in the training data" in w for w in pair.target.warnings)
+    assert pair.speedup <= 1.0
+
+
+def test_a_silicon_twin_must_name_a_catalogue_device(tmp_path):
+    from features.hardware import HARDWARE_DIR, HardwareCatalog
+
+    data = json.loads((HARDWARE_DIR / "gpus.json").read_text())
+    (part,) = [d for d in data["devices"] if d["name"] == "A800-SXM4-80GB"]
+    part["same_silicon_as"] = "A100-SXM4-81GB"
+    (tmp_path / "gpus.json").write_text(json.dumps(data))
+    shutil.copy(HARDWARE_DIR / "links.json", tmp_path / "links.json")
+    with pytest.raises(ValueError, match="A800-SXM4-80GB: same_silicon_as 'A100-SXM4-81GB' must name a catalogue device"):
+        HardwareCatalog.from_files([tmp_path / "gpus.json", tmp_path / "links.json"])
+
+
 @pytest.mark.parametrize(("share", "text"), [(0.0, "the prediction is the physics alone"), (0.25, "the prediction keeps 25% of the learned correction"),
                                              (0.0025, "the prediction keeps 0.25% of the learned correction"),
                                              (1.0, "the prediction keeps 100% of the learned correction")])

@@ -317,6 +317,7 @@ def test_the_china_market_parts_are_their_base_parts_with_400_GBps_of_nvlink(cat
     mechanisms = gpu_mechanisms()
     assert (mechanisms[part].sm_count, mechanisms[part].boost_clock_hz) == (mechanisms[base].sm_count, mechanisms[base].boost_clock_hz)
     assert d.provenance == "published"
+    assert d.same_silicon_as == base and catalog.domain_device(d) is b and catalog.domain_device(b) is b
     if base_link is None:  # PCIe cards: the 400 GB/s bridge has no entry, as the H100 PCIe's has none
         assert d.nvlink_link is None and d.default_intra_node_link == b.default_intra_node_link
     else:
