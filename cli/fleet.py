@@ -43,7 +43,8 @@ def fleet_command(
     """Score every job of a fleet: step time, breakdown, bottleneck and, with --to, the speedup.
 
     Rows come out in order, bad rows kept with their error. Without --out a
-    summary is printed.
+    summary is printed. Rows with a transformer's shape or layout fields are
+    layout jobs, answered by the layout model as `predict time` answers one.
 
     Example: predict fleet --jobs fleet.csv --to allreduce-nvlink --report fleet-report
     """
