@@ -9,7 +9,8 @@ what-if refuses (a precision the GPU has no path for, a layout that does not
 fit its memory) is listed with the reason and no numbers.
 
 The default candidates are one GPU per family of the catalogue (its family
-default: the SXM part of an A100 or H100, say), plus the job's own GPU.
+default: the SXM part of an A100 or H100, say), plus the job's own GPU. A layout job that does not fit its own GPU gets
+the same list, without speedups: which GPUs could hold it, and how fast.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class Comparison:
 
     name: str
     gpu: str
-    step_time_s: float
+    #: None where the job does not fit its own GPU's memory (a layout job): the options then carry no speedup.
+    step_time_s: float | None
     method: str
     options: tuple[GpuOption, ...]
 
@@ -89,8 +91,8 @@ def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None) -> 
     job = as_job(job)
     baseline = predictor.time(job)
     layout = hasattr(baseline, "check_fits")
+    fits = not layout or baseline.fits
     if layout:
-        baseline.check_fits()
         own, precision = baseline.job.gpu.name, baseline.job.precision
     else:
         own, precision = catalog.device(job.row["gpu"]).name, str(job.row.get("precision") or RULES["precision"].default).lower()
@@ -108,10 +110,12 @@ def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None) -> 
             option = replace(option, computes_at=computes_at)
         if name == own and option.error is None:  # the job itself: 1x by definition
             option = replace(option, speedup=1.0, speedup_lower=None, speedup_upper=None)
+        if not fits and option.error is None:  # no speedup over a job that cannot run
+            option = replace(option, speedup=None)
         options.append(option)
     ranked = sorted(options, key=lambda o: (o.step_time_s is None, o.step_time_s or 0.0, o.gpu))
     method = "analytical layout model" if layout else predictor.method
-    return Comparison(job.name, own, baseline.step_time_s, method, tuple(ranked))
+    return Comparison(job.name, own, baseline.step_time_s if fits else None, method, tuple(ranked))
 
 
 def _option(predictor, job, gpu: str, layout: bool) -> GpuOption:

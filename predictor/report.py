@@ -126,9 +126,11 @@ _METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x
 
 def print_comparison(comparison) -> None:
     """The job on each GPU, fastest first: step time, speedup over its own GPU (with its interval), bottleneck."""
+    own = next(o for o in comparison.options if o.gpu == comparison.gpu)
+    baseline = f"{_seconds(comparison.step_time_s)} s per step" if comparison.step_time_s is not None else safe_text(own.error)
     _console.print(
         f"[bold]{safe_text(comparison.name)}[/bold] on {len(comparison.options)} GPUs, fastest first "
-        f"(baseline {comparison.gpu}: {_seconds(comparison.step_time_s)} s per step; {_METHOD_TEXT.get(comparison.method, comparison.method)})"
+        f"(baseline {comparison.gpu}: {baseline}; {_METHOD_TEXT.get(comparison.method, comparison.method)})"
     )
     table = Table(title_justify="left")
     for name, justify in (("#", "right"), ("GPU", "left"), ("step (s)", "right"), ("speedup", "right"), ("interval", "right"),
@@ -143,7 +145,8 @@ def print_comparison(comparison) -> None:
         if o.computes_at is not None:
             notes.append(f"computes at {o.computes_at}")
         note = "; ".join(n for n in notes if n)
-        table.add_row(str(rank), o.gpu, _seconds(o.step_time_s), f"{o.speedup:.2f}x", interval, o.bottleneck or "", note)
+        speedup = "" if o.speedup is None else f"{o.speedup:.2f}x"
+        table.add_row(str(rank), o.gpu, _seconds(o.step_time_s), speedup, interval, o.bottleneck or "", note)
     _console.print(table)
 
 

@@ -90,3 +90,19 @@ def test_cli_a_bad_gpu_is_one_line_and_exit_2(gpu, message):
     result = runner.invoke(app, ["compare", "--job", PS, "--gpu", gpu])
     assert result.exit_code == 2
     assert len(result.output.strip().splitlines()) == 1 and result.output.startswith(message)
+
+
+def test_a_layout_that_does_not_fit_its_own_gpu_lists_where_it_would(predictor):
+    """Llama-70B without activation recompute needs 111.5 GB per GPU: not an H100, but an H200 or a B200."""
+    job = json.loads(open(LLAMA).read())
+    job["parallelism"]["activation_recompute"] = "none"
+    comparison = compare_gpus(predictor, job, ["H200", "B200", "A100"])
+    assert comparison.step_time_s is None
+    by_gpu = {o.gpu: o for o in comparison.options}
+    assert by_gpu["H100-SXM5-80GB"].error == "does not fit: 111.5 GB per GPU needed, H100-SXM5-80GB has 80 GB"
+    for name in ("H200-SXM-141GB", "B200"):
+        single = predictor.speedup(job, [f"gpu={name}"])
+        assert by_gpu[name].step_time_s == single.target.step_time_s and by_gpu[name].speedup is None
+    assert [o.gpu for o in comparison.options][:2] == ["B200", "H200-SXM-141GB"]
+    result = runner.invoke(app, ["compare", "--job", LLAMA, "--gpu", "H200"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
