@@ -7,9 +7,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from features.jobspec import flatten, job_from_dict, load_job
-from features.layout import step_breakdown
+from features.layout import LAYOUT_LEAVES, SHAPE_LEAVES, step_breakdown
 from features.layout_spec import layout_job_from_row
 from predictor.fleet import read_fleet, score_fleet, score_fleet_dask, summarize, write_atomic
 from predictor.fleet_columns import FLEET_BOTTLENECKS
@@ -166,3 +168,24 @@ def test_text_cells_a_table_reads_as_numbers_or_names_give_the_job_answer(leaf, 
     text[leaf] = value
     scored = score_fleet(pd.DataFrame([good, text]).astype(object), progress=False)
     assert scored["step_time_s"][1] == scored["step_time_s"][0]
+
+
+_hostile = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**20), 10**20), st.text(max_size=6),
+    st.sampled_from([True, None, "", " ", "8", "1e308", "\x1b[31m"]),
+)
+
+
+@given(changes=st.lists(st.tuples(st.sampled_from([*SHAPE_LEAVES, *LAYOUT_LEAVES, "gpu", "nodes", "precision"]), _hostile), min_size=1, max_size=3))
+def test_hostile_layout_rows_never_break_the_fleet(changes):
+    """Whatever a layout row holds, the fleet answers it or flags it alone, and no number is NaN-or-inf-as-answer."""
+    good, bad = _rows(LLAMA, LLAMA)
+    for leaf, value in changes:
+        bad[leaf] = value
+    scored = score_fleet(pd.DataFrame([good, bad]).astype(object), ["gpu=H800"], progress=False)
+    assert np.isfinite(scored["step_time_s"][0]) and pd.isna(scored["error"][0])
+    step, error = scored["step_time_s"][1], scored["error"][1]
+    if np.isfinite(step):
+        assert np.isfinite(scored["throughput_samples_per_s"][1]) and step > 0
+    else:
+        assert isinstance(error, str) and "\n" not in error and np.isnan(scored["speedup"][1])

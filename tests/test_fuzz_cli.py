@@ -1,4 +1,4 @@
-"""Generated job files, valid and hostile, through `predict time`, `speedup`, `explain` and `breakdown` in-process.
+"""Generated job files, valid and hostile, through `predict time`, `speedup`, `compare`, `explain` and `breakdown` in-process.
 
 Whatever the file holds, a command either answers (exit 0, and with --json a
 strict JSON object whose every number is finite) or refuses with the
@@ -263,4 +263,15 @@ def test_explain_never_fails_other_than_with_the_product_error(job_path, content
 @given(content=job_files(), as_json=st.booleans())
 def test_breakdown_never_fails_other_than_with_the_product_error(job_path, content, as_json):
     result = _invoke(job_path, content, "breakdown", *(["--json"] if as_json else []))
+    _check(result, as_json)
+
+
+@given(
+    content=job_files(),
+    gpus=st.lists(st.one_of(st.sampled_from(GPUS), st.sampled_from(["", "cpu-host", "\x1b[31m", "[bold]x", "A800", "H800 PCIe"])), max_size=3),
+    as_json=st.booleans(),
+)
+def test_compare_never_fails_other_than_with_the_product_error(job_path, content, gpus, as_json):
+    args = [a for gpu in gpus for a in ("--gpu", gpu)]
+    result = _invoke(job_path, content, "compare", *(args or ["--gpu", "A100", "--gpu", "H800"]), *(["--json"] if as_json else []))
     _check(result, as_json)
