@@ -216,7 +216,7 @@ def refit_command(
     ds = build_dataset(loaded.accepted, load_artefact(base).baseline)
     with tracked_run(tracking_uri, run_name=f"refit-{name}") as run_id:
         result = refit(base, ds, out, name)
-        log_refit(result, name)
+        log_refit(result, name, ds.runs)
     typer.echo(
         f"refit '{name}' on {result.n_runs} runs: offset x{math.exp(result.offset):.3f}, "
         f"in-sample MAPE {100 * result.mape_before:.1f}% -> {100 * result.mape_after_in_sample:.1f}%"

@@ -17,6 +17,8 @@ import numpy as np
 from features.fields import FIELDS, FLAT_FIELDS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from training.train import TrainResult
 
 EXPERIMENT = "step-time-residual"
@@ -49,8 +51,12 @@ def default_tracking_uri(root: Path = Path("mlruns")) -> str:
 @contextmanager
 def tracked_run(tracking_uri: str | None, run_name: str, root: Path = Path("mlruns")) -> Iterator[str]:
     """An active MLflow run in the given store (default: SQLite under ``root``); yields its id."""
+    import os
+
     import mlflow
 
+    # Logging a model loads it back to check its signature; that download's progress bar is noise in a command's output.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     uri = tracking_uri or default_tracking_uri(root)
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.get_experiment_by_name(EXPERIMENT)
@@ -88,17 +94,21 @@ def log_training(result: "TrainResult", model_dir: Path, register: bool) -> None
     mlflow.log_figure(calibration_figure(result), "calibration.png")
     dataset = mlflow.data.from_pandas(result.dataset.runs, name="measured-runs", digest=meta["data"]["fingerprint"][:32])
     mlflow.log_input(dataset, context="training")
-    jobs = result.dataset.runs[[c for c in result.dataset.runs.columns if c in FLAT_FIELDS and c != "measured_step_time_s"]]
-    example = jobs.head(3).dropna(axis=1)
     mlflow.pyfunc.log_model(
         name="model",
         python_model=str(PYFUNC_CODE),
         artifacts={"model_dir": str(model_dir)},
         code_paths=[str(p) for p in PACKAGES],
         signature=job_signature(),
-        input_example=example,
+        input_example=input_example(result.dataset.runs),
         registered_model_name=REGISTERED_MODEL if register else None,
     )
+
+
+def input_example(runs: "pd.DataFrame") -> "pd.DataFrame":
+    """A few runs' job columns, as the logged model's input example."""
+    jobs = runs[[c for c in runs.columns if c in FLAT_FIELDS and c != "measured_step_time_s"]]
+    return jobs.head(3).dropna(axis=1)
 
 
 def _metric_name(text: str) -> str:
@@ -137,8 +147,8 @@ def calibration_figure(result: "TrainResult"):
 
 
 
-def log_refit(result, name: str) -> None:
-    """Log a refit: its base model, runs, offset and the new model as a pyfunc."""
+def log_refit(result, name: str, runs) -> None:
+    """Log a refit: its base model, runs, offset and the new model as a pyfunc (``runs``: the cluster's runs)."""
     import mlflow
 
     mlflow.log_params({"cluster": name, "runs": result.n_runs, "offset": result.offset, "recalibrated": result.recalibrated})
@@ -149,4 +159,5 @@ def log_refit(result, name: str) -> None:
         artifacts={"model_dir": str(result.path)},
         code_paths=[str(p) for p in PACKAGES],
         signature=job_signature(),
+        input_example=input_example(runs),
     )
