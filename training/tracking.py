@@ -51,12 +51,18 @@ def default_tracking_uri(root: Path = Path("mlruns")) -> str:
 @contextmanager
 def tracked_run(tracking_uri: str | None, run_name: str, root: Path = Path("mlruns")) -> Iterator[str]:
     """An active MLflow run in the given store (default: SQLite under ``root``); yields its id."""
+    import logging
     import os
+    import warnings
 
     import mlflow
 
-    # Logging a model loads it back to check its signature; that download's progress bar is noise in a command's output.
+    # Logging a model loads it back to check its signature; that download's progress bar, MLflow's INFO
+    # lines and its hint on integer columns in the logged dataset's inferred schema (the model's
+    # signature is given, numbers as any type: job_signature) are noise in a command's output.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer column", category=UserWarning)
     uri = tracking_uri or default_tracking_uri(root)
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.get_experiment_by_name(EXPERIMENT)
