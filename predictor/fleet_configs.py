@@ -18,16 +18,57 @@ import pandas as pd
 from features.table import RULES, JobTable, check_column
 from predictor.fleet_columns import OUTPUT_COLUMNS, SCORED_FIELDS
 
-def _column_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes of a column and its distinct values (None for missing), as a plain array."""
+def _column_codes(series: pd.Series, numeric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of a column and its distinct values (None for missing), as a plain array.
+
+    In the object column of a ``numeric`` field, booleans are kept apart from the numbers 1 and 0.
+    """
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy().astype(np.int64)
         categories = np.asarray(series.cat.categories, dtype=object)
         return np.where(codes < 0, len(categories), codes), np.append(categories, None)
     if series.dtype == object:
         series = _nested_as_text(series)
+        if numeric:
+            series = _booleans_apart(series)
     codes, uniques = pd.factorize(series, use_na_sentinel=False)
-    return np.asarray(codes, np.int64), _plain_values(uniques)
+    return np.asarray(codes, np.int64), _plain_values(_booleans_back(uniques))
+
+
+class _Boolean:
+    """A boolean cell of an object column while it is factorized: hashed apart from the numbers 1 and 0,
+    which Python's True == 1 would otherwise merge with it (a count of True would pass as 1)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool):
+        self.value = value
+
+
+_TRUE, _FALSE = _Boolean(True), _Boolean(False)
+
+
+def _booleans_apart(series: pd.Series) -> pd.Series:
+    values = series.to_numpy()
+    booleans = np.fromiter((isinstance(v, (bool, np.bool_)) for v in values), bool, len(values))
+    if not booleans.any():
+        return series
+    keyed = values.copy()
+    keyed[booleans] = [_TRUE if v else _FALSE for v in values[booleans]]
+    return pd.Series(keyed, index=series.index, dtype=object)
+
+
+def _booleans_back(uniques: Any) -> Any:
+    """Distinct values with the booleans :func:`_booleans_apart` keyed apart back as booleans."""
+    if getattr(uniques, "dtype", None) != object:
+        return uniques
+    values = np.asarray(uniques, dtype=object)
+    keyed = np.fromiter((isinstance(v, _Boolean) for v in values), bool, len(values))
+    if not keyed.any():
+        return uniques
+    values = values.copy()
+    values[keyed] = [v.value for v in values[keyed]]
+    return values
 
 
 def _nested_as_text(series: pd.Series) -> pd.Series:
@@ -64,7 +105,7 @@ def _distinct_rows(frame: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndar
     re-compacted before it could overflow) and the key factorized once.
     """
     n = len(frame)
-    per_column = {leaf: _column_codes(frame[leaf]) for leaf in columns}
+    per_column = {leaf: _column_codes(frame[leaf], leaf in RULES and RULES[leaf].kind in ("int", "float")) for leaf in columns}
     key = np.zeros(n, np.int64)
     size = 1
     for codes, values in per_column.values():

@@ -257,6 +257,19 @@ def test_a_boolean_where_a_count_is_due_fails_its_row(dtype):
                for error in scored["error"])
 
 
+def test_a_boolean_among_counts_is_refused_apart_from_the_count_1():
+    """Python's True == 1: a boolean cell in an object column of counts is refused on its row, and the
+    rows holding the number 1 (or 0) are still scored as 1 (or refused as 0), not merged with it."""
+    frame = pd.DataFrame({"model": ["resnet50"] * 4, "gpu": ["V100"] * 4})
+    frame["batch_size_per_gpu"] = pd.Series([True, 1, 64, False], dtype=object)
+    scored = score_frame(frame, **ANALYTICAL)
+    assert scored["error"][0].startswith("workload.batch_size_per_gpu: True")
+    assert scored["error"][3].startswith("workload.batch_size_per_gpu: False")
+    assert scored["error"][1:3].isna().all() and scored["step_time_s"][1:3].notna().all()
+    one = score_frame(frame.iloc[[1]].astype({"batch_size_per_gpu": int}).reset_index(drop=True), **ANALYTICAL)
+    assert scored["step_time_s"][1] == pytest.approx(one["step_time_s"][0])
+
+
 def test_report_roofline_shares(tmp_path, fleet):
     scored = score_fleet(fleet, progress=False, **ANALYTICAL)
     report = write_report(scored, tmp_path / "report", **ANALYTICAL)
