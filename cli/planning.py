@@ -20,21 +20,29 @@ def plan_command(
 
     Example: predict plan --job examples/jobs/llama-70b-512-h100.json --gpus 1024
     """
+    from features.errors import SpecError
     from features.jobspec import load_job
     from features.layout_spec import layout_job_from_row
-    from features.layout_plan import plan
+    from features.layout_plan import gpu_count_rule, plan
 
     spec = load_job(job)
-    result = plan(layout_job_from_row(spec.row), gpus, top)
+    layout_job = layout_job_from_row(spec.row)
+    result = plan(layout_job, gpus, top)
+    if not result.valid_layouts:
+        # Without --gpus the count is the job's own layout's (TP beyond two nodes can leave it none).
+        raise SpecError("--gpus" if gpus is not None else "parallelism (its GPU count)", result.gpus, gpu_count_rule(layout_job, result.gpus))
     if as_json:
+        layout, memory = result.leanest
         echo_json({
             "name": spec.name,
             "gpus": result.gpus,
             "valid_layouts": result.valid_layouts,
             "fitting_layouts": result.fitting_layouts,
+            "gpu_memory_bytes": float(layout_job.gpu.memory_bytes),
+            "leanest": {"layout": layout.to_dict(), "memory": memory.to_dict()},
             "ranked": [{"layout": p.layout.to_dict(), **p.breakdown.to_dict()} for p in result.ranked],
         })
     else:
         from predictor.layout_report import print_plan
 
-        print_plan(result, spec.name, top)
+        print_plan(result, spec.name, float(layout_job.gpu.memory_bytes), top)

@@ -106,7 +106,18 @@ def print_layout_explanation(explanation: LayoutExplanation) -> None:
     _console.print(table)
 
 
-def print_plan(plan: Plan, name: str, rows: int = 10) -> None:
+def print_plan(plan: Plan, name: str, gpu_memory_bytes: float, rows: int = 10) -> None:
+    if not plan.ranked and plan.leanest is not None:
+        lay, memory = plan.leanest
+        _console.print(
+            f"[bold]{name}[/bold] on {plan.gpus} GPUs: none of the {plan.valid_layouts:,} valid layouts fits in "
+            f"{bytes_to_gib(gpu_memory_bytes):.1f} GB per GPU; the leanest needs {bytes_to_gib(memory.total_bytes):.1f} GB "
+            f"(TP{lay.tensor_parallel} PP{lay.pipeline_parallel} CP{lay.context_parallel} DP{lay.data_parallel} "
+            f"mb{lay.micro_batch_size}, recompute {lay.activation_recompute}, sharding {lay.sharding}): plan for more GPUs "
+            "or a GPU with more memory",
+            soft_wrap=True,
+        )
+        return
     _console.print(
         f"[bold]{name}[/bold] on {plan.gpus} GPUs: {plan.valid_layouts:,} valid layouts, {plan.fitting_layouts:,} fit in memory; "
         f"fastest {min(rows, len(plan.ranked))}:"

@@ -13,11 +13,12 @@ from cli.main import app
 from features.analytical import ring_allreduce_s
 from features.errors import SpecError
 from features.jobspec import job_from_dict, load_job
-from features.layout import MATMUL_EFFICIENCY, Layout, step_breakdown, transformer_catalog
+from features.layout import MATMUL_EFFICIENCY, Layout, job_memory, step_breakdown, transformer_catalog
 from features.layout_spec import layout_job_from_row
 from features.layout_collectives import Links, data_parallel_s
-from features.layout_plan import plan
+from features.layout_plan import candidate_layouts, plan
 from features.transformer import stage_param_count
+from features.units import bytes_to_gib
 
 LLAMA = "examples/jobs/llama-70b-512-h100.json"
 GPT3 = "examples/jobs/gpt3-175b-1024-h100.json"
@@ -126,6 +127,44 @@ def test_planner_never_ranks_a_layout_that_does_not_fit():
     times = [p.breakdown.step_time_s for p in result.ranked]
     assert times == sorted(times)
     assert all(p.layout.gpus == 64 for p in result.ranked)
+
+
+def test_gpu_counts_are_the_products_of_the_allowed_sizes():
+    """3 layers, 2 heads, a sequence of 4, a global batch of 2, one GPU per node (TP up to 2), by hand:
+    TP x PP in {1, 2, 3, 6}, x CP {1, 2, 4}, x DP {1, 2}."""
+    from features.layout_plan import gpu_counts, gpu_count_rule, nearest_gpu_counts
+
+    job = layout_job_from_row(_job(
+        workload__layers=3, workload__attention_heads=2, workload__kv_heads=2, workload__sequence_length=4,
+        workload__global_batch_size=2, parallelism__tensor_parallel=1, parallelism__pipeline_parallel=1,
+        parallelism__data_parallel=2, parallelism__sharding="none", cluster__gpus_per_node=1,
+    ).row)
+    assert gpu_counts(job) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 48]
+    for gpus in range(1, 50):
+        assert any(True for _ in candidate_layouts(job, gpus)) is (gpus in gpu_counts(job)), gpus
+    assert nearest_gpu_counts(job, 5) == (4, 6)
+    assert nearest_gpu_counts(job, 100) == (48, None)
+    assert gpu_count_rule(job, 5).endswith("the nearest such counts: 4 and 6")
+    assert gpu_count_rule(job, 100).endswith("the largest such count: 48")
+
+
+def test_a_plan_that_nothing_fits_names_the_leanest_layout_and_a_count_without_layouts_is_refused():
+    job = layout_job_from_row(load_job(LLAMA).row)
+    one = plan(job, 1)
+    assert one.valid_layouts == 12 and one.fitting_layouts == 0 and not one.ranked
+    layout, memory = one.leanest
+    everything = [job_memory(job.with_layout(lay)).total_bytes for lay in candidate_layouts(job, 1)]
+    assert memory.total_bytes == min(everything) > job.gpu.memory_bytes
+    assert layout.activation_recompute == "full"
+    table = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "1"])
+    assert table.exit_code == 0
+    assert f"none of the 12 valid layouts fits in 80.0 GB per GPU; the leanest needs {bytes_to_gib(memory.total_bytes):.1f} GB" in table.output
+    as_json = json.loads(runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "1", "--json"]).output)
+    assert as_json["ranked"] == [] and as_json["leanest"]["memory"]["total_bytes"] == memory.total_bytes
+    # 13 GPUs: no TP x PP x CP x DP makes 13 with DP dividing 1024 (10 = TP2 PP5, 16 do).
+    refused = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "13"])
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
+    assert refused.output.startswith("error: --gpus: 13 is not valid") and "the nearest such counts: 10 and 16" in refused.output
 
 
 def test_validation_names_the_field():
