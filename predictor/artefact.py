@@ -369,7 +369,20 @@ _FEATURE_NAMES: tuple[str, ...] | None = None
 
 
 def _load_booster(file: Path, n_features: int):
-    """The booster, loaded and checked: it must take ``n_features`` columns."""
+    """The booster, loaded and checked: it must take ``n_features`` columns.
+
+    Its UBJSON structure is checked first (:mod:`predictor.ubjson_check`): XGBoost's
+    reader trusts declared counts, and a truncated file could make it allocate
+    without bound.
+    """
+    from predictor.ubjson_check import ubjson_problem
+
+    try:
+        problem = ubjson_problem(file.read_bytes())
+    except OSError as exc:
+        raise ArtefactError(f"{file}: cannot read it ({exc.strerror})", file) from None
+    if problem is not None:
+        raise ArtefactError(f"{file}: not a readable XGBoost model ({problem}); the file is corrupt or truncated", file)
     try:
         try:
             from predictor.booster_capi import CApiBooster, CApiUnavailable

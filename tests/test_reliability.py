@@ -319,6 +319,8 @@ CORRUPTIONS = {
     "truncated calibration JSON": ("calibration.json", _truncate("calibration.json")),
     "garbage booster": ("booster.ubj", lambda m, p: (m / "booster.ubj").write_bytes(b"\x00garbage\xff" * 100)),
     "truncated booster": ("booster.ubj", _truncate("booster.ubj")),
+    "booster cut a quarter of the way in": ("booster.ubj", lambda m, p: (m / "booster.ubj").write_bytes((m / "booster.ubj").read_bytes()[: (m / "booster.ubj").stat().st_size // 4])),
+    "booster declaring an array of 2**62 floats": ("booster.ubj", lambda m, p: (m / "booster.ubj").write_bytes(b"{U\x01a[$d#L" + (2**62).to_bytes(8, "big") + b"\x00" * 64 + b"}")),
     "JSON booster where UBJ is expected": ("booster.ubj", _json_booster),
     "calibration table of the wrong shape": ("calibration.json", _edit_json("calibration.json", _shorten_first_bin)),
     "calibration with a true among its offsets": ("calibration.json", _edit_json("calibration.json", _first_bin_value(True))),
