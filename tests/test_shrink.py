@@ -154,3 +154,14 @@ def test_each_what_if_kind_keeps_the_share_its_out_of_fold_pairs_support():
     assert shares[POOLED] == pooled
     assert list(pair_share(shares, np.array(["precision", "gpu", "mixed"], object))) == [1.0, 1.0, shares[POOLED]]
     assert list(pair_share(None, np.array(["gpus"], object))) == [1.0]
+
+
+def test_a_held_out_model_takes_the_other_layouts_of_its_network_with_it():
+    """BERT-large padded, unpadded, binned and at 128 tokens are one value of the model fact; ResNet-50 another."""
+    from features.resolve import resolve
+    from features.table import table_from_rows
+
+    models = ["bert-large", "bert-large-seq128", "bert-large-binned", "bert-large-unpadded", "resnet50"]
+    rows = [{"model": m, "gpu": "V100", "architecture": "single"} for m in models]
+    names = fact_names(fact_codes(resolve(table_from_rows(rows))), "model")
+    assert list(names) == ["bert-large"] * 4 + ["resnet50"]

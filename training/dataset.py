@@ -91,7 +91,7 @@ def joined_keys(frame: pd.DataFrame, columns: list[str], sep: str = "|") -> np.n
 
 def network_of(models) -> np.ndarray:
     """Each run's network: its workload name, or for a workload that trains another's network on another
-    layout of the same data (the catalogue's ``network_of``: BERT-large unpadded or in length bins) that
+    layout of the same data (the catalogue's ``network_of``: BERT-large unpadded, in length bins or at 128 tokens) that
     workload's name, so a held-out model leaves training with all its layouts."""
     same = {w.name: w.network_of for w in workload_catalog().workloads if w.network_of is not None}
     return np.array([same.get(m, m) for m in np.asarray(models, object)], object)

@@ -31,7 +31,7 @@ from sklearn.model_selection import GroupKFold
 from predictor.calibration import POOLED
 from predictor.domain import FACTS, fact_codes, fact_values
 from training.cv import sample_weights
-from training.dataset import Dataset
+from training.dataset import Dataset, network_of
 from training.model import ResidualRegressor
 
 #: Shares tried, from "the correction does not carry" to "it carries in full".
@@ -108,10 +108,16 @@ def fact_names(facts: dict, label: str) -> np.ndarray:
     """Each run's value of the fact ``label`` (None where missing or half missing).
 
     Codes index catalogue rows, so one value (a model family, a device family)
-    may have several codes; the names are what is held out.
+    may have several codes; the names are what is held out. A model is held
+    out with the other layouts of its network (:func:`training.dataset.network_of`:
+    BERT-large padded, unpadded, in length bins and at length 128), as the
+    leave-one-model-out protocol holds them out: a variant whose network
+    trained would make an unseen model look easier than a new network is.
     """
     codes, names = fact_values(facts, label)
     whole = [n is not None and not n.endswith(" x None") and not n.startswith("None x ") for n in map(str_or_none, names)]
+    if label == "model":
+        names = np.array([None if n is None else network_of([n])[0] for n in names], object)
     return np.where(np.append(whole, False)[codes], np.append(names, None)[codes], None)
 
 
