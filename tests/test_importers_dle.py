@@ -48,6 +48,8 @@ ROWS = [
     row(11, "PyTorch/Classification/ConvNets/efficientnet", "A100-SXM4-80GB", 1, 1, 1, "amp", 256, 2000.0, "images/s"),
     row(1, "PyTorch/Classification/ConvNets/resnet50v1.5", "V100-SXM2-16GB", 8, 8, 1, "amp", 256, 10240.0, "images/s", interconnect_inferred=DGX1),
     row(13, "PyTorch/Detection/SSD", "V100-SXM2-16GB", 1, 1, 1, "amp", "", 300.0, "images/s", batch_parse_note="ambiguous multi-value cell (raw)"),
+    row(14, "PyTorch/LanguageModeling/BERT", "A100-SXM4-80GB", 8, 8, 1, "amp", 256, 3000.0, "sequences/s",
+        model_variant="Sequence length=128", section_heading=PRETRAIN, container="21.11-py3"),
 ]
 
 
@@ -60,7 +62,7 @@ def test_every_row_is_mapped_or_excluded_with_its_reason(dle_csv):
     runs, excluded = import_dle(dle_csv)
     assert len(runs) + len(excluded) == len(ROWS)
     assert reasons(excluded, "readme_line") == {
-        "3": "model not in the workload catalogue",  # BERT-large pre-training at sequence 128
+        "14": "phase-1 BERT in length bins",  # PyTorch's from 21.11 loads LDDL's bins: real lengths not counted
         "8": "suspect in source",
         "9": "unmapped precision",
         "10": "multi-node row without a network",  # DGX-1: no InfiniBand stated or inferred
@@ -68,7 +70,7 @@ def test_every_row_is_mapped_or_excluded_with_its_reason(dle_csv):
         "1": "repeats a row of the source",  # the second copy of line 1
         "13": "batch size missing or ambiguous",
     }
-    assert sorted(runs["model"]) == sorted(["resnet50", "bert-large", "bert-large-squad", "ncf", "transformer-xl-large", "waveglow"])
+    assert sorted(runs["model"]) == sorted(["resnet50", "bert-large", "bert-large-seq128", "bert-large-squad", "ncf", "transformer-xl-large", "waveglow"])
 
 
 def test_mapping_rules(dle_csv):
@@ -81,6 +83,10 @@ def test_mapping_rules(dle_csv):
     assert (bert["network"], bert["nics_per_node"], bert["framework"], bert["precision"]) == ("infiniband-hdr", 8, "tensorflow", "tf32")
     assert bert["measured_step_time_s"] == pytest.approx(32 * 32 / 640.0) and bert["software"].endswith("; XLA")
     assert bert["software_stack"] == "compiled"  # XLA fuses element-wise operators
+    # Phase 1, padded to 128 (TensorFlow 2): 8 GPUs x 64 sequences at 2,000 sequences/s.
+    phase1 = runs.loc["bert-large-seq128"]
+    assert (phase1["architecture"], phase1["precision"]) == ("allreduce-local", "tf32")
+    assert phase1["measured_step_time_s"] == pytest.approx(8 * 64 / 2000.0)
     squad = runs.loc["bert-large-squad"]
     assert (squad["gpu"], squad["architecture"]) == ("V100-SXM3-32GB", "allreduce-local")  # the 450 W qualifier dropped
     assert squad["measured_step_time_s"] == pytest.approx(16 * 10 / 800.0)
@@ -90,7 +96,7 @@ def test_mapping_rules(dle_csv):
     assert runs.loc["transformer-xl-large", "measured_step_time_s"] == pytest.approx(16 * 384 / 10000.0)
     assert runs.loc["waveglow", "measured_step_time_s"] == pytest.approx(10 * 8000 / 160000.0)
     assert set(runs["source"]) == {"NVIDIA/DeepLearningExamples"}
-    assert set(runs.drop(index="bert-large")["software_stack"]) == {"stock"}
+    assert set(runs.drop(index=["bert-large"])["software_stack"]) == {"stock"}
 
 
 def test_mapped_rows_load_as_a_run_table(dle_csv, tmp_path):
@@ -119,9 +125,14 @@ def test_lddl_containers_load_binned_bert():
 
 
 def test_real_bert_pretraining_rows_by_data_loader(shared_data):
+    """Phase 2 (sequence 512) by data loader; phase 1 (128) is mapped only where padded."""
     runs = import_dle_history(shared_data / "dle_training_throughput_history.csv").runs
-    bert = runs[runs["model"].str.startswith("bert-large") & ~runs["model"].str.endswith("squad")]
+    bert = runs[runs["model"].isin(["bert-large", "bert-large-binned"])]
     binned = bert["model"] == "bert-large-binned"
     assert bert.loc[binned, "software"].str.contains("21.11-py3|22.12-py3").all()
     assert not bert.loc[~binned, "software"].str.contains("21.11-py3|22.12-py3").any()
     assert binned.sum() >= 16 and (~binned).sum() >= 100
+    result = import_dle_history(shared_data / "dle_training_throughput_history.csv")
+    phase1 = result.runs[result.runs["model"] == "bert-large-seq128"]
+    assert len(phase1) >= 100 and not phase1["software"].str.contains("PyTorch.*(21.11|22.12)-py3").any()
+    assert (result.excluded["reason"] == "phase-1 BERT in length bins").sum() >= 15

@@ -27,11 +27,11 @@ def test_default_tables_are_the_registered_files_present(data_dir):
 
 def test_gathered_sources_are_validated_together_and_counted(data_dir):
     gathered = gather_runs(tables=default_tables(data_dir), default=False)
-    assert (gathered.counts["dle"]["mapped"], gathered.counts["dlperf"]["mapped"]) == (6, 3)
-    assert gathered.counts["combined"] == {"accepted": 9, "rejected": 0}
+    assert (gathered.counts["dle"]["mapped"], gathered.counts["dlperf"]["mapped"]) == (7, 3)  # BERT phase 1 among them
+    assert gathered.counts["combined"] == {"accepted": 10, "rejected": 0}
     assert set(gathered.runs["source"]) == {"NVIDIA/DeepLearningExamples", "Oneflow-Inc/DLPerf"}
     report = sources_report(gathered)
-    assert "| dle | `dle_training_throughput.csv` | 13 | 6 | 7 |" in report
+    assert "| dle | `dle_training_throughput.csv` | 14 | 7 | 7 |" in report
     assert "| individual repeat (the reported median is mapped) | 1 |" in report
     assert "## Repeated jobs: the floor under any predictor" in report
 

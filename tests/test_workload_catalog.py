@@ -254,12 +254,16 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
     cat = workload_catalog()
     variants = {w.name: w.network_of for w in cat.workloads if w.network_of is not None}
     assert variants == {
-        "bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large", "retinanet-fused-loss": "retinanet",
+        "bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large", "bert-large-seq128": "bert-large",
+        "retinanet-fused-loss": "retinanet",
     }
-    # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one.
-    flops = {n: cat.get(n).flops_per_sample for n in ("bert-large", "bert-large-binned", "bert-large-unpadded")}
-    assert flops["bert-large"] > flops["bert-large-binned"] > flops["bert-large-unpadded"]
-    assert cat.get("bert-large-unpadded").param_count == cat.get("bert-large").param_count
+    # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one,
+    # and phase 1's 128 tokens on fewer still.
+    names = ("bert-large", "bert-large-binned", "bert-large-unpadded", "bert-large-seq128")
+    flops = {n: cat.get(n).flops_per_sample for n in names}
+    assert flops["bert-large"] > flops["bert-large-binned"] > flops["bert-large-unpadded"] > flops["bert-large-seq128"]
+    # One network: the same parameters (the position table keeps its 512 rows whatever the sequence).
+    assert all(cat.get(n).param_count == cat.get("bert-large").param_count for n in names)
     data = read_json(CATALOG_DIR / "workloads.json")
     for bad in ("no-such-workload", "bert-large-unpadded"):
         entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]

@@ -340,6 +340,31 @@ RECIPES = [
         "sample is lower.",
     ),
     Recipe(
+        name="bert-large-seq128",
+        aliases=("bert-large-phase1", "bert-large-pretraining-128"),
+        domain="language",
+        description="BERT-large pre-training phase 1 (MLM + NSP), sequence length 128, 20 masked positions",
+        architecture=f"{TRANSFORMERS} BertForPreTraining, 24 layers, hidden 1024, 16 heads ({BERT_PAPER}), MLM "
+        "head on masked positions only as NVIDIA DeepLearningExamples does",
+        build=lambda: _bert_pretraining_probe(True, 128, 20),
+        input_bytes_per_sample=_BASE_PT[0],
+        input_bytes_source=_BASE_PT[1],
+        default_batch_size_per_gpu=64,
+        sequence_length=128,
+        sample_unit="sequences",
+        network_of="bert-large",
+        extra_sources={
+            "sequence_length": configured("DeepLearningExamples BERT pre-training phase 1 (PyTorch, TensorFlow and "
+                                           "PaddlePaddle run_pretraining scripts): max_seq_length 128, "
+                                           "max_predictions_per_seq 20"),
+            "default_batch_size_per_gpu": configured(
+                "DeepLearningExamples TensorFlow BERT README, phase-1 A100 training rows: 64 per GPU (TF32 and AMP)"
+            ),
+        },
+        notes="Phase 1 of DeepLearningExamples' two-phase BERT-large pre-training, counted at "
+        "the padded length 128.",
+    ),
+    Recipe(
         name="bert-large-unpadded",
         aliases=("mlperf-bert", "bert-large-packed", "bert-large-pretraining-unpadded"),
         domain="language",

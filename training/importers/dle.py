@@ -14,13 +14,15 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   (audio samples/s) -> waveglow; TensorFlow GNMT -> gnmt; NCF -> ncf; BERT
   pre-training at sequence length 512 -> bert-large (padded to 512), or
   bert-large-binned where the example loads LDDL's 64-token length bins
-  (PyTorch from the 21.11 container, PaddlePaddle from 22.12), fine-tuning on
+  (PyTorch from the 21.11 container, PaddlePaddle from 22.12); at sequence
+  length 128 (phase 1) -> bert-large-seq128 where the example pads to 128
+  (TensorFlow, and PyTorch and PaddlePaddle before LDDL); fine-tuning on
   SQuAD -> bert-large-squad (DeepLearningExamples pre-trains and fine-tunes
   BERT-large).
-  Not mapped, with the reason: BERT pre-training at sequence length 128
-  (phase 1) and NER fine-tuning, and models the workload catalogue does not
-  hold (EfficientNet, ResNeXt, BART, Jasper, Wide & Deep on Outbrain, the
-  original DLRM, ...).
+  Not mapped, with the reason: phase 1 loaded in LDDL's length bins (the
+  real lengths of its binned sequences are not counted), NER fine-tuning,
+  and models the workload catalogue does not hold (EfficientNet, ResNeXt,
+  BART, Jasper, Wide & Deep on Outbrain, the original DLRM, ...).
 * Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
   sparsity) is not a dense precision and is not mapped. Rows the source flags
   ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded.
@@ -87,6 +89,8 @@ DLE_DIRECTORIES = {
 }
 #: Directories whose model needs the framework as well.
 DLE_FRAMEWORK_DIRECTORIES = {("PyTorch", "SSD"): "ssd300-resnet50"}
+#: BERT-large pre-training by its stated sequence length: phase 2 and phase 1.
+BERT_PRETRAINING = {"512": "bert-large", "128": "bert-large-seq128"}
 DLE_PRECISIONS = {"amp": "fp16", "tf32": "tf32", "bf16": "bf16", "fp32": "fp32"}
 DLE_FRAMEWORKS = {"PyTorch": "pytorch", "DGLPyTorch": "pytorch", "TensorFlow": "tensorflow", "TensorFlow2": "tensorflow", "MxNet": "mxnet", "PaddlePaddle": "paddle"}
 DLE_SAMPLE_UNITS = frozenset({"images/s", "sequences/s", "sentences/s", "samples/s", "items/images/s", "items/s"})
@@ -124,9 +128,9 @@ def dle_model(model_dir: str, variant: object, section: object) -> tuple[str | N
                 return "bert-large-squad", None
             return None, "BERT-large fine-tuning other than SQuAD (NER): not in the workload catalogue"
         sequence = _SEQUENCE.search(variant)
-        if sequence and sequence.group(1) == "512":
-            return "bert-large", None
-        return None, f"BERT-large pre-training at {variant or 'an unstated sequence length'}: the catalogue holds sequence 512"
+        if sequence and sequence.group(1) in BERT_PRETRAINING:
+            return BERT_PRETRAINING[sequence.group(1)], None
+        return None, f"BERT-large pre-training at {variant or 'an unstated sequence length'}: the catalogue holds sequences 128 and 512"
     return None, f"{model_dir}: not in the workload catalogue"
 
 
@@ -166,8 +170,11 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     tacotron = np.char.endswith(model_dir.astype(str), "Tacotron2")
     unit = src["throughput_unit"].to_numpy(object)
     model = np.where(tacotron & (unit == "samples/s"), "waveglow", model)
-    model = np.where((model == "bert-large") & lddl_binned(model_dir, src["container"]), "bert-large-binned", model)
+    binned = lddl_binned(model_dir, src["container"])
+    model = np.where((model == "bert-large") & binned, "bert-large-binned", model)
     rows.exclude(pd.isna(model), "model not in the workload catalogue", np.array([why for _, why in mapped], object))
+    rows.exclude((model == "bert-large-seq128") & binned, "phase-1 BERT in length bins",
+                 "LDDL's 64-token bins at sequence length 128: the binned sequences' real lengths are not counted")
 
     devices = map_unique(src["gpu"].fillna("").str.replace(r"\s*\(.*\)\s*$", "", regex=True), hardware.devices.find)
     rows.exclude(pd.isna(devices), "unknown gpu", src["gpu"].to_numpy(object))
