@@ -28,102 +28,153 @@ class _Malformed(Exception):
     pass
 
 
+#: Per byte value: the payload size of a fixed-size type marker (0 where it is not one).
+_SIZE = bytes(_SIZES.get(chr(b), 0) for b in range(256))
+_INTEGER_MARKERS = frozenset(ord(m) for m in _INTEGERS)
+_EMPTY_MARKERS = frozenset(ord(m) for m in _EMPTY)
+_STRING_MARKERS = frozenset(b"SH")
+_ELEMENT_TYPES = frozenset(b"iUIlLdDCZTFSH[{")
+_NOOP, _TYPED, _COUNTED, _ARRAY, _OBJECT, _END_ARRAY, _END_OBJECT, _UINT8, _INT64 = b"N$#[{]}UL"
+
+
 def ubjson_problem(data: bytes) -> str | None:
-    """What makes ``data`` not one well-formed UBJSON value (None when it is one)."""
+    """What makes ``data`` not one well-formed UBJSON value (None when it is one).
+
+    One pass with an explicit stack of open containers (a booster holds
+    thousands of small ones, so no call per value).
+    """
     try:
-        end = _value(data, 0, None, 0)
+        end = _walk(data)
     except _Malformed as exc:
         return str(exc)
-    except RecursionError:
-        return "nested too deep"
     if end != len(data):
         return f"{len(data) - end} bytes follow the end of the model"
     return None
 
 
-def _need(data: bytes, pos: int, size: int) -> None:
-    if pos + size > len(data):
-        raise _Malformed(f"the file ends inside a value at byte {pos} (truncated?)")
-
-
-def _marker(data: bytes, pos: int) -> tuple[str, int]:
-    while True:
-        _need(data, pos, 1)
-        marker = chr(data[pos])
-        if marker != "N":  # no-op padding
-            return marker, pos + 1
-        pos += 1
+def _truncated(pos: int) -> _Malformed:
+    return _Malformed(f"the file ends inside a value at byte {pos} (truncated?)")
 
 
 def _length(data: bytes, pos: int) -> tuple[int, int]:
-    """A length or count: an integer value with its own type marker, at least 0."""
-    marker, pos = _marker(data, pos)
-    if marker not in _INTEGERS:
-        raise _Malformed(f"a length of type {marker!r} at byte {pos - 1}")
-    size = _SIZES[marker]
-    _need(data, pos, size)
-    value = int.from_bytes(data[pos : pos + size], "big", signed=marker != "U")
+    """A length or count at ``pos``: an integer value with its own type marker, at least 0."""
+    n = len(data)
+    while pos < n and data[pos] == _NOOP:
+        pos += 1
+    if pos >= n:
+        raise _truncated(pos)
+    marker = data[pos]
+    if marker not in _INTEGER_MARKERS:
+        raise _Malformed(f"a length of type {chr(marker)!r} at byte {pos}")
+    size = _SIZE[marker]
+    pos += 1
+    if pos + size > n:
+        raise _truncated(pos)
+    value = int.from_bytes(data[pos : pos + size], "big", signed=marker != _UINT8)
     if value < 0:
         raise _Malformed(f"a negative length at byte {pos}")
     return value, pos + size
 
 
-def _value(data: bytes, pos: int, marker: str | None, depth: int) -> int:
-    """The position after the value at ``pos`` (whose type marker is ``marker`` when a typed container gave it)."""
-    if marker is None:
-        marker, pos = _marker(data, pos)
-    if marker in _SIZES:
-        _need(data, pos, _SIZES[marker])
-        return pos + _SIZES[marker]
-    if marker in _EMPTY:
-        return pos
-    if marker in ("S", "H"):
-        length, pos = _length(data, pos)
-        _need(data, pos, length)
-        return pos + length
-    if marker in ("[", "{"):
-        if depth >= MAX_DEPTH:
-            raise _Malformed("nested too deep")
-        return _container(data, pos, marker == "{", depth + 1)
-    raise _Malformed(f"unknown type marker {marker!r} at byte {pos - 1}")
+def _walk(data: bytes) -> int:
+    """The position after the one value at the start of ``data``."""
+    n = len(data)
+    pos = 0
+    # Open containers, innermost last: [is object, items left (-1: until its closing marker), element type (-1: each its own)].
+    stack: list[list] = []
+    while True:
+        element_type = -1
+        if stack:
+            frame = stack[-1]
+            if frame[1] == 0:
+                stack.pop()
+                if not stack:
+                    return pos
+                continue
+            if frame[1] < 0:
+                if pos >= n:
+                    raise _truncated(pos)
+                if data[pos] == (_END_OBJECT if frame[0] else _END_ARRAY):
+                    pos += 1
+                    stack.pop()
+                    if not stack:
+                        return pos
+                    continue
+            else:
+                frame[1] -= 1
+            if frame[0]:  # the key: a length, then that many bytes
+                if pos + 9 <= n and data[pos] == _INT64:  # XGBoost writes every length as int64: read here, not in a call
+                    length = int.from_bytes(data[pos + 1 : pos + 9], "big", signed=True)
+                    pos += 9
+                else:
+                    length, pos = _length(data, pos)
+                if length < 0:
+                    raise _Malformed(f"a negative length at byte {pos - 8}")
+                if pos + length > n:
+                    raise _truncated(pos)
+                pos += length
+            element_type = frame[2]
+        # One value.
+        if element_type < 0:
+            while pos < n and data[pos] == _NOOP:
+                pos += 1
+            if pos >= n:
+                raise _truncated(pos)
+            marker = data[pos]
+            pos += 1
+        else:
+            marker = element_type
+        size = _SIZE[marker]
+        if size:
+            if pos + size > n:
+                raise _truncated(pos)
+            pos += size
+        elif marker in _EMPTY_MARKERS:
+            pass
+        elif marker in _STRING_MARKERS:
+            if pos + 9 <= n and data[pos] == _INT64:
+                length = int.from_bytes(data[pos + 1 : pos + 9], "big", signed=True)
+                pos += 9
+            else:
+                length, pos = _length(data, pos)
+            if length < 0:
+                raise _Malformed(f"a negative length at byte {pos - 8}")
+            if pos + length > n:
+                raise _truncated(pos)
+            pos += length
+        elif marker == _ARRAY or marker == _OBJECT:
+            if len(stack) >= MAX_DEPTH:
+                raise _Malformed("nested too deep")
+            pos = _open(data, pos, marker == _OBJECT, stack)
+        else:
+            raise _Malformed(f"unknown type marker {chr(marker)!r} at byte {pos - 1}")
+        if not stack:
+            return pos
 
 
-def _container(data: bytes, pos: int, is_object: bool, depth: int) -> int:
-    element_type = count = None
-    if pos < len(data) and data[pos] == ord("$"):
-        _need(data, pos, 2)
-        element_type = chr(data[pos + 1])
-        if element_type not in _SIZES and element_type not in _EMPTY + ("S", "H", "[", "{"):
-            raise _Malformed(f"unknown element type {element_type!r} at byte {pos + 1}")
+def _open(data: bytes, pos: int, is_object: bool, stack: list) -> int:
+    """Read a container's header at ``pos``; push it, or skip it whole when it is a typed array of fixed-size values."""
+    n = len(data)
+    element_type = count = -1
+    if pos < n and data[pos] == _TYPED:
+        if pos + 2 > n:
+            raise _truncated(pos)
+        element_type = data[pos + 1]
+        if element_type not in _ELEMENT_TYPES:
+            raise _Malformed(f"unknown element type {chr(element_type)!r} at byte {pos + 1}")
         pos += 2
-        if pos >= len(data) or data[pos] != ord("#"):
+        if pos >= n or data[pos] != _COUNTED:
             raise _Malformed(f"a typed container without a count at byte {pos}")
-    if pos < len(data) and data[pos] == ord("#"):
+    if pos < n and data[pos] == _COUNTED:
         count, pos = _length(data, pos + 1)
-    if count is not None:
-        left = len(data) - pos
-        if element_type in _SIZES and not is_object:
-            if count * _SIZES[element_type] > left:
-                raise _Malformed(f"an array of {count:,} values of {_SIZES[element_type]} bytes in the {left:,} bytes left")
-            return pos + count * _SIZES[element_type]
+        left = n - pos
+        size = _SIZE[element_type] if element_type >= 0 else 0
+        if size and not is_object:
+            if count * size > left:
+                raise _Malformed(f"an array of {count:,} values of {size} bytes in the {left:,} bytes left")
+            stack.append([False, 0, -1])  # read whole: closes at once
+            return pos + count * size
         if count > left:  # every element (or key) takes a byte at least
             raise _Malformed(f"a container of {count:,} items in the {left:,} bytes left")
-        for _ in range(count):
-            if is_object:
-                pos = _key(data, pos)
-            pos = _value(data, pos, element_type, depth)
-        return pos
-    close = ord("}") if is_object else ord("]")
-    while True:
-        _need(data, pos, 1)
-        if data[pos] == close:
-            return pos + 1
-        if is_object:
-            pos = _key(data, pos)
-        pos = _value(data, pos, None, depth)
-
-
-def _key(data: bytes, pos: int) -> int:
-    length, pos = _length(data, pos)
-    _need(data, pos, length)
-    return pos + length
+    stack.append([is_object, count, element_type])
+    return pos

@@ -26,6 +26,8 @@ def test_well_formed_values_pass():
         (b"{U\x05ab", "the file ends inside a value"),
         (b"[i\x01", "the file ends inside a value"),
         (b"{i\xffab}", "a negative length"),
+        (b"{L" + (-5).to_bytes(8, "big", signed=True) + b"abS", "a negative length"),
+        (b"SL" + (-5).to_bytes(8, "big", signed=True), "a negative length"),
         (b"x", "unknown type marker 'x'"),
         (b'{"a": 1}', "a length of type '\"'"),
         (b"ZZ", "1 bytes follow the end"),
