@@ -76,6 +76,21 @@ def _length(data: bytes, pos: int) -> tuple[int, int]:
     return value, pos + size
 
 
+def _skip_sized(data: bytes, pos: int) -> int:
+    """The position after a length at ``pos`` and the bytes it counts (a key's or a string's)."""
+    n = len(data)
+    if pos + 9 <= n and data[pos] == _INT64:  # XGBoost writes every length as int64: the common case first
+        length = int.from_bytes(data[pos + 1 : pos + 9], "big", signed=True)
+        pos += 9
+        if length < 0:
+            raise _Malformed(f"a negative length at byte {pos - 8}")
+    else:
+        length, pos = _length(data, pos)
+    if pos + length > n:
+        raise _truncated(pos)
+    return pos + length
+
+
 def _walk(data: bytes) -> int:
     """The position after the one value at the start of ``data``."""
     n = len(data)
@@ -103,16 +118,7 @@ def _walk(data: bytes) -> int:
             else:
                 frame[1] -= 1
             if frame[0]:  # the key: a length, then that many bytes
-                if pos + 9 <= n and data[pos] == _INT64:  # XGBoost writes every length as int64: read here, not in a call
-                    length = int.from_bytes(data[pos + 1 : pos + 9], "big", signed=True)
-                    pos += 9
-                else:
-                    length, pos = _length(data, pos)
-                if length < 0:
-                    raise _Malformed(f"a negative length at byte {pos - 8}")
-                if pos + length > n:
-                    raise _truncated(pos)
-                pos += length
+                pos = _skip_sized(data, pos)
             element_type = frame[2]
         # One value.
         if element_type < 0:
@@ -132,16 +138,7 @@ def _walk(data: bytes) -> int:
         elif marker in _EMPTY_MARKERS:
             pass
         elif marker in _STRING_MARKERS:
-            if pos + 9 <= n and data[pos] == _INT64:
-                length = int.from_bytes(data[pos + 1 : pos + 9], "big", signed=True)
-                pos += 9
-            else:
-                length, pos = _length(data, pos)
-            if length < 0:
-                raise _Malformed(f"a negative length at byte {pos - 8}")
-            if pos + length > n:
-                raise _truncated(pos)
-            pos += length
+            pos = _skip_sized(data, pos)
         elif marker == _ARRAY or marker == _OBJECT:
             if len(stack) >= MAX_DEPTH:
                 raise _Malformed("nested too deep")
