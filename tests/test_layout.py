@@ -148,6 +148,35 @@ def test_gpu_counts_are_the_products_of_the_allowed_sizes():
     assert gpu_count_rule(job, 100).endswith("the largest such count: 48")
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    layers=st.integers(1, 12), heads_exp=st.integers(0, 4), kv_div=st.integers(0, 2), seq_exp=st.integers(0, 4),
+    batch=st.integers(1, 48), per_node=st.sampled_from([1, 2, 4, 8]),
+)
+def test_every_gpu_count_has_layouts_exactly_when_gpu_counts_lists_it(layers, heads_exp, kv_div, seq_exp, batch, per_node):
+    """For any small shape, global batch and node size: a count up to the largest listed has a valid
+    layout (the enumerator yields one) if and only if gpu_counts lists it."""
+    from features.layout_plan import gpu_counts
+
+    heads = 2**heads_exp
+    kv = max(1, heads // 2**kv_div)
+    try:
+        job = layout_job_from_row(_job(
+            workload__layers=layers, workload__attention_heads=heads, workload__kv_heads=kv,
+            workload__sequence_length=2**seq_exp, workload__global_batch_size=batch, workload__micro_batch_size=1,
+            workload__hidden_size=64 * heads, workload__ffn_hidden_size=256 * heads,
+            parallelism__tensor_parallel=1, parallelism__pipeline_parallel=1, parallelism__context_parallel=1,
+            parallelism__data_parallel=batch, parallelism__virtual_stages=1, parallelism__sharding="none",
+            cluster__gpus_per_node=per_node,
+        ).row)
+    except SpecError:
+        return  # a shape the job rules refuse (covered by the validation tests)
+    counts = gpu_counts(job)
+    assert counts[0] == 1 and counts == sorted(set(counts))
+    for gpus in range(1, counts[-1] + 2):
+        assert (next(candidate_layouts(job, gpus), None) is not None) is (gpus in counts), gpus
+
+
 def test_a_plan_that_nothing_fits_names_the_leanest_layout_and_a_count_without_layouts_is_refused():
     job = layout_job_from_row(load_job(LLAMA).row)
     one = plan(job, 1)
