@@ -354,6 +354,29 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     )
 
 
+#: The most that Winograd's algorithms cut a 3x3 convolution's multiplies: F(4x4,3x3), 4x (Lavin & Gray 2016).
+WINOGRAD_MAX_REDUCTION = 4.0
+
+
+def arithmetic_floor_s(d: DeviceInputs) -> np.ndarray:
+    """The least time a GPU step's arithmetic can take: every FLOP at the hardware's dense peak.
+
+    Matrix FLOPs at the peak of the training precision (a GeForce part's
+    tensor hardware rate, twice its FP32-accumulate figure), the
+    Winograd-eligible ones cut :data:`WINOGRAD_MAX_REDUCTION` times whatever
+    the precision, the rest at the FP32 peak; no memory traffic, launches or
+    communication. A measured step shorter than this is not a measurement of
+    the job as stated (a mislabelled precision, batch or GPU count). NaN on a
+    CPU device, whose catalogue rates are measured, not a hardware ceiling.
+    """
+    scale = 1.0 if d.tensor_hardware_scale is None else np.where(d.uses_tensor_cores, np.nan_to_num(d.tensor_hardware_scale, nan=1.0), 1.0)
+    winograd = 0.0 if d.winograd_flops is None else np.nan_to_num(d.winograd_flops)
+    matrix_flops = d.matrix_flops - winograd * (1.0 - 1.0 / WINOGRAD_MAX_REDUCTION)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor_s = matrix_flops / (d.peak_flops_per_s * scale) + d.other_flops / d.fp32_peak_flops_per_s
+    return np.where(np.asarray(d.is_gpu, bool), floor_s, np.nan)
+
+
 def time_slicing(d: DeviceInputs) -> np.ndarray | float:
     """How many times longer a CPU device's operators take when its ranks outnumber its cores (1 elsewhere)."""
     if d.processes_per_core is None:

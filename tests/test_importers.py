@@ -36,7 +36,7 @@ def lambda_row(system, gpu, n, link, model, precision, batch, throughput, unit="
 
 
 LAMBDA_ROWS = [
-    lambda_row("1xV100", "V100 16GB", 1, "", "resnet50", "fp32", 256, 1000.0),
+    lambda_row("1xV100", "V100 16GB", 1, "", "resnet50", "fp32", 256, 400.0),
     lambda_row("8xH100", "H100 SXM5 80GB", 8, "NVLink/NVSwitch", "resnet50", "amp_fp16", 256, 20480.0),
     lambda_row("8xV100", "V100 16GB", 8, "NVLink (SXM2 hybrid cube mesh)", "ssd", "amp_fp16", 64, 2048.0),
     lambda_row("4x2080Ti-nvl", "RTX 2080 Ti", 4, "NVLink bridge", "bert_base_squad", "fp32", 16, 128.0, "sequences/s", form="PCIe"),
@@ -135,7 +135,7 @@ def test_lambda_mapping_rules(lambda_csv):
     runs = by_system(import_lambda(lambda_csv).runs)
     v100 = runs.loc["1xV100"]
     assert (v100["gpu"], v100["architecture"], v100["workers"], v100["gpus_per_worker"]) == ("V100-SXM2-16GB", "single", 1, 1)
-    assert v100["measured_step_time_s"] == pytest.approx(256 / 1000.0)
+    assert v100["measured_step_time_s"] == pytest.approx(256 / 400.0)
     assert v100["precision"] == "fp32"  # V100 has no TF32 path
     assert v100["intra_node_link"] is None
     h100 = runs.loc["8xH100"]

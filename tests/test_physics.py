@@ -63,6 +63,24 @@ def test_op_class_roofline_hand_computed():
     assert t.total_s[0] == pytest.approx(0.022 + 8e-3 + 0.01 + 1e-3)
 
 
+def test_arithmetic_floor_hand_computed():
+    # Every FLOP at the peak: 1e12 / 100e12 + 1e9 / 10e12 = 0.01 + 1e-4.
+    assert physics.arithmetic_floor_s(_device())[0] == pytest.approx(0.0101)
+    # A GeForce part's tensor hardware runs at twice its FP32-accumulate figure: 1e12 / 200e12 + 1e-4.
+    assert physics.arithmetic_floor_s(_device(tensor_hardware_scale=2.0))[0] == pytest.approx(0.0051)
+    # Winograd's 4x at most on its share, on any path: (0.4e12 + 0.6e12 / 4) / 100e12 + 1e-4.
+    assert physics.arithmetic_floor_s(_device(winograd_flops=0.6e12))[0] == pytest.approx(0.0056)
+    # A CPU device's rates are measured, not a ceiling: no floor.
+    assert np.isnan(physics.arithmetic_floor_s(_device(is_gpu=False))[0])
+
+
+def test_the_floor_is_below_the_physics_whatever_its_constants():
+    for k in (UNIT, physics_constants()):
+        for overrides in ({}, {"tensor_hardware_scale": 2.0}, {"winograd_flops": 0.6e12, "uses_tensor_cores": False}):
+            d = _device(**overrides)
+            assert physics.arithmetic_floor_s(d)[0] < physics.device_times(d, k).total_s[0]
+
+
 def test_a_half_rate_geforce_part_reaches_its_fraction_of_the_hardware_up_to_its_cap():
     # Peak 100 TFLOP/s is the FP32-accumulate rate, half the tensor cores' 200: a kernel reaching 0.5 of
     # the hardware runs at min(0.5 x 2, 1) x 100 TFLOP/s: 1e12 / 100e12 + 1e9 / 5e11 = 0.01 + 0.002.

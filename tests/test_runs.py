@@ -118,6 +118,7 @@ BAD_ROWS = [
     (row("negative-spread", spread_rel=-0.1), "spread_rel"),
     (row("negative-compute", measured_compute_s=-1.0), "measured_compute_s"),
     (row("bad-date", collected_at="last tuesday"), "collected_at"),
+    (row("faster-than-the-peak", measured_step_time_s=0.001), "measured.step_time_s"),
     (row(None), "source_id"),
     (row("no-source", source=None), "source"),
 ]
@@ -168,6 +169,19 @@ def test_a_model_outside_the_catalogue_needs_its_figures(tmp_path):
     assert list(result.accepted["source_id"]) == ["custom"]
     assert result.accepted["model"].iloc[0] == "my-net"
     assert "workload.model" in reason_of(result, "bare")
+
+
+def test_a_step_shorter_than_its_arithmetic_at_the_peak_is_rejected(tmp_path):
+    # 1e12 matrix FLOPs per sample (no others) x 10 samples at V100's dense FP16 peak, 125 TFLOP/s: 0.08 s at least.
+    figures = {"flops_per_sample": 1e12, "matrix_flops_per_sample": 1e12, "param_count": 5e6,
+               "memory_bytes_per_sample": 3e8, "input_bytes_per_sample": 1e4, "batch_size_per_gpu": 10}
+    rows = [row("possible", model="my-net", measured_step_time_s=0.081, **figures),
+            row("impossible", model="my-net", measured_step_time_s=0.079, **figures),
+            row("at-fp32", model="my-net", precision="fp32", measured_step_time_s=0.5, **figures)]  # 10e12 / 15.7e12 = 0.64 s
+    result = load_runs(write_csv(tmp_path, rows))
+    assert list(result.accepted["source_id"]) == ["possible"]
+    assert "needs at least 0.08 s on V100-SXM2-16GB, every FLOP at its dense fp16 peak (1.01x" in reason_of(result, "impossible")
+    assert "needs at least 0.637 s on V100-SXM2-16GB, every FLOP at its dense fp32 peak (1.27x" in reason_of(result, "at-fp32")
 
 
 def test_models_resolve_through_the_given_workload_catalogue(tmp_path):

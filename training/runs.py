@@ -27,7 +27,10 @@ workers, gpus_per_worker, gpu and measured_step_time_s are required);
 ``gpus_per_worker <= gpus_per_node``; single and allreduce-local runs use one
 node; ``repeats`` is a whole number >= 1; ``spread_rel``,
 ``measured_compute_s`` and ``measured_comm_s`` are finite and >= 0;
-``collected_at`` parses as an ISO date; (source, source_id) is unique.
+``collected_at`` parses as an ISO date; (source, source_id) is unique; a
+GPU run's step is no shorter than its arithmetic at the GPU's dense peak
+(:func:`features.physics.arithmetic_floor_s`: a faster step was measured on
+another precision, batch or GPU count than the row states).
 Accepted rows carry catalogue names (``V100 16GB`` becomes ``V100-SXM2-16GB``)
 and lower-case choices; values a row leaves empty stay empty (the job spec's
 defaults apply when the row is used).
@@ -44,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features import physics
 from features.errors import MISSING, SpecError
 from features.hardware import HardwareCatalog
 from features.fields import FLAT_FIELDS, field_path
@@ -223,6 +227,7 @@ def validate_runs(
     _check_provenance(jobs, raw, missing)
     resolved = resolve(jobs, cat)
     _check_run_parallelism(jobs, missing)
+    _check_arithmetic_floor(jobs, resolved, cat)
     _check_unique_ids(jobs, raw, missing)
 
     ok = jobs.ok
@@ -348,6 +353,26 @@ def _check_run_parallelism(jobs, missing: dict[str, np.ndarray]) -> None:
         several,
         lambda i: str(SpecError("parallelism.nodes", int(nodes[i]), f"{cols['architecture'][i]} runs on one node; use allreduce-cluster")),
     )
+
+
+def _check_arithmetic_floor(jobs, resolved, cat: CatalogArrays) -> None:
+    """A GPU step no shorter than its arithmetic at the hardware's dense peak (:func:`features.physics.arithmetic_floor_s`)."""
+    if resolved.matrix_flops_per_sample is None:
+        return
+    floor_s = physics.arithmetic_floor_s(resolved.device_inputs())
+    measured_s = jobs.columns["measured_step_time_s"].astype(float)
+    with np.errstate(invalid="ignore"):
+        too_fast = jobs.ok & (measured_s < floor_s)
+    cols = jobs.columns
+    jobs.fail(
+        too_fast,
+        lambda i: str(SpecError(
+            field_path("measured_step_time_s"), float(f"{measured_s[i]:.4g}"),
+            f"a step of {cols['model'][i]} at batch {cols['batch_size_per_gpu'][i]:.0f} needs at least {floor_s[i]:.3g} s "
+            f"on {cat.device_names[resolved.device_index[i]]}, every FLOP at its dense {cols['precision'][i]} peak "
+            f"({floor_s[i] / measured_s[i]:.2f}x the measured rate): a mislabelled precision, batch or GPU count",
+        )),
+    )  # fmt: skip
 
 
 def _check_unique_ids(jobs, raw: dict[str, np.ndarray], missing: dict[str, np.ndarray]) -> None:
