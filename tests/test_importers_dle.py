@@ -99,6 +99,42 @@ def test_mapping_rules(dle_csv):
     assert set(runs.drop(index=["bert-large"])["software_stack"]) == {"stock"}
 
 
+SQUAD = "Training performance results > Fine-tuning training performance for SQuAD on 16G"
+
+
+def test_a_value_published_under_two_precisions_is_excluded_from_both_tables(tmp_path):
+    """TensorFlow BERT's SQuAD table of November 2019 swapped its FP32 and mixed-precision columns."""
+    bert = "TensorFlow/LanguageModeling/BERT"
+    snapshot = [
+        row(1, bert, "V100-SXM2-16GB", 1, 1, 1, "amp", 3, 17.17, "sentences/s", section_heading=SQUAD),
+        row(2, bert, "V100-SXM2-16GB", 1, 1, 1, "fp32", 2, 7.35, "sentences/s", section_heading=SQUAD),
+        row(3, bert, "A100-SXM4-40GB", 1, 1, 1, "tf32", 4, 10.0, "sentences/s", section_heading=SQUAD),
+    ]
+    history = [
+        {**row(11, bert, "V100-SXM2-16GB", 1, 1, 1, "fp32", 2, 17.17, "sentences/s", section_heading=SQUAD), "first_seen_date": "2019-11-04"},
+        {**row(12, bert, "V100-SXM2-16GB", 1, 1, 1, "amp", 3, 7.35, "sentences/s", section_heading=SQUAD), "first_seen_date": "2019-11-04"},
+        # FP32 and TF32 name one setting on an A100: no conflict.
+        {**row(13, bert, "A100-SXM4-40GB", 1, 1, 1, "fp32", 4, 10.0, "sentences/s", section_heading=SQUAD), "first_seen_date": "2020-07-04"},
+        # The same throughput on another GPU count is another measurement.
+        {**row(14, bert, "V100-SXM2-16GB", 4, 4, 1, "fp32", 2, 17.17, "sentences/s", section_heading=SQUAD), "first_seen_date": "2019-11-04"},
+    ]
+    for r in history:
+        r["source"] = r["source"].replace("729963dd47e7", "9cd3946603c8")
+    snapshot_csv = write_rows(tmp_path / "dle_training_throughput.csv", HEADER, snapshot)
+    history_csv = write_rows(tmp_path / "dle_training_throughput_history.csv", HEADER + ["first_seen_date"], history)
+    runs, excluded = import_dle(snapshot_csv)
+    assert reasons(excluded, "readme_line") == {"1": "published under two precisions", "2": "published under two precisions"}
+    assert excluded.set_index("readme_line").loc["1", "detail"] == "also fp32 in TensorFlow/LanguageModeling/BERT/README.md@9cd3946603c8 (line 11)"
+    assert list(runs["gpu"]) == ["A100-SXM4-40GB"]
+    runs, excluded = import_dle_history(history_csv)
+    assert reasons(excluded, "readme_line") == {"11": "published under two precisions", "12": "published under two precisions"}
+    assert sorted(runs["gpus_per_worker"]) == [1, 4]
+    # Alone, a table finds no conflict in these rows.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert len(import_dle(write_rows(alone / "dle_training_throughput.csv", HEADER, snapshot)).runs) == 3
+
+
 def test_mapped_rows_load_as_a_run_table(dle_csv, tmp_path):
     runs, _ = import_dle(dle_csv)
     runs.to_csv(tmp_path / "runs.csv", index=False)
@@ -113,6 +149,17 @@ def test_real_tables(shared_data, importer, name, rows, floor):
     assert counts["rows"] == rows and counts["mapped"] >= floor
     assert result.excluded["reason"].notna().all() and result.runs["source_id"].is_unique
     assert counts["excluded_by_reason"].get("suspect in source", 0) >= 58
+    assert counts["excluded_by_reason"].get("published under two precisions", 0) >= 29  # QuartzNet, SE(3)-Transformer, BERT
+
+
+def test_no_real_bert_squad_row_runs_faster_than_the_peak(shared_data):
+    """The swapped SQuAD columns of 2019-2020 gave FP32 rows up to 1.7x V100's FP32 peak: none is mapped now."""
+    result = import_dle_history(shared_data / "dle_training_throughput_history.csv")
+    assert (result.excluded["reason"] == "published under two precisions").sum() >= 60
+    assert (result.excluded["reason"] == "fails run-table rules: measured.step_time_s").sum() >= 3
+    squad = result.runs[(result.runs["model"] == "bert-large-squad") & (result.runs["precision"] == "fp32") & result.runs["gpu"].str.startswith("V100")]
+    # 746.5 GFLOP per 384-token sequence at V100's 15.7 TFLOP/s: at most 21.0 sequences/s per GPU.
+    assert len(squad) >= 1 and (squad["batch_size_per_gpu"] / squad["measured_step_time_s"] <= 15.7e12 / 746.5e9).all()
 
 
 def test_lddl_containers_load_binned_bert():

@@ -72,12 +72,21 @@ from training.importers.networking import parse_host_networking
 
 DLE_SOURCE = "NVIDIA/DeepLearningExamples"
 DLE_HISTORY_SOURCE = "NVIDIA/DeepLearningExamples (older README versions)"
+#: The two tables' file names: each importer reads the other one's labels where it lies beside its own.
+DLE_FILES = {False: "dle_training_throughput.csv", True: "dle_training_throughput_history.csv"}
+#: What identifies one published measurement across README versions: a throughput of one table row.
+_MEASUREMENT = ("model_dir", "model_variant", "gpu", "gpus_total", "throughput")
+#: Full and reduced precision: FP32 and TF32 name one setting on an A100 (the source flags the FP32 label there).
+_PRECISION_CLASS = {"fp32": "full", "tf32": "full", "fp16": "reduced", "bf16": "reduced"}
 
 DLE_COLUMNS = (
     "source", "readme_line", "model", "model_variant", "model_dir", "framework", "section_heading", "system", "gpu",
     "gpus_total", "gpus_per_node", "nodes", "interconnect_inferred", "precision", "xla", "batch_size_per_gpu",
     "batch_parse_note", "throughput", "throughput_unit", "throughput_column", "container", "raw_row", "suspect",
 )  # fmt: skip
+
+#: Columns read as text, whatever their cells look like.
+DLE_TEXT_COLUMNS = ("batch_size_per_gpu", "xla", "model_variant", "raw_row", "readme_line", "batch_parse_note", "interconnect_inferred")
 
 #: README directory (its last path part) -> catalogue model, for directories with one model.
 DLE_DIRECTORIES = {
@@ -153,7 +162,7 @@ def lddl_binned(model_dir, container) -> np.ndarray:
 def _import(path, hardware, workloads, source: str, history: bool) -> ImportResult:
     hardware, workloads = catalogues(hardware, workloads)
     columns = DLE_COLUMNS + (("first_seen_date",) if history else ())
-    rows = RowAccounting(read_source(path, columns, ("batch_size_per_gpu", "xla", "model_variant", "raw_row", "readme_line")))
+    rows = RowAccounting(read_source(path, columns, DLE_TEXT_COLUMNS))
     src = rows.source
     n = len(src)
     digest = src["raw_row"].fillna("").map(lambda raw: hashlib.sha1(raw.encode()).hexdigest()[:10])
@@ -164,6 +173,8 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
 
     rows.exclude(given(src["suspect"]), "suspect in source", src["suspect"].to_numpy(object))
     rows.exclude(pd.Series(source_id).duplicated().to_numpy(), "repeats a row of the source", "same README line, cell and precision")
+    conflict, other_label = precision_label_conflicts(src, _sibling_table(path, history))
+    rows.exclude(conflict, "published under two precisions", other_label)
     mapped = [dle_model(d, v, s) for d, v, s in zip(src["model_dir"], src["model_variant"], src["section_heading"])]
     model = np.array([m for m, _ in mapped], object)
     model_dir = src["model_dir"].astype(str).to_numpy(object)
@@ -231,6 +242,43 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
         "software": software,
     }
     return rows.result(runs, source_id, hardware, workloads)
+
+
+def _sibling_table(path, history: bool) -> pd.DataFrame | None:
+    """The other DeepLearningExamples table where it lies beside ``path`` (None where it does not)."""
+    sibling = Path(path).with_name(DLE_FILES[not history])
+    if not sibling.exists() or sibling.resolve() == Path(path).resolve():
+        return None
+    return read_source(sibling, DLE_COLUMNS, DLE_TEXT_COLUMNS)
+
+
+def precision_label_conflicts(src: pd.DataFrame, other: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose throughput is published under another precision too, and where.
+
+    One measurement (a model's table row: the same directory, variant, GPU,
+    GPU count and throughput to the last digit) labelled full precision (FP32
+    or TF32) in one README version and mixed precision in another (TensorFlow BERT's SQuAD tables of
+    November 2019 swapped the two columns, corrected a week later) cannot be
+    placed: every row carrying it is excluded, in this table and, where
+    ``other`` (the other table) holds it, there too.
+    """
+    tables = [src] if other is None else [src, other]
+    both = pd.concat([t.loc[:, list(_MEASUREMENT) + ["precision", "source", "readme_line"]] for t in tables], ignore_index=True)
+    names = both.loc[:, ["model_dir", "model_variant", "gpu"]].astype(object)
+    key = names.where(names.notna(), "").astype(str).agg("|".join, axis=1)
+    for column in ("gpus_total", "throughput"):
+        key = key + "|" + pd.Series(numbers(both[column])).map(repr)
+    precision = both["precision"].map(DLE_PRECISIONS).map(_PRECISION_CLASS)
+    labels = precision.groupby(key).nunique()
+    conflicting = key.map(labels).fillna(0).to_numpy() > 1
+    where = both["source"].astype(str).str.split(":", n=1).str[-1] + " (line " + both["readme_line"].astype(str) + ")"
+    label = both["precision"].astype(str) + " in " + where
+    own = np.arange(len(src))
+    detail = np.full(len(src), None, object)
+    for i in own[conflicting[own]]:
+        same = (key == key.iloc[i]).to_numpy() & (precision != precision.iloc[i]).to_numpy()
+        detail[i] = "also " + "; ".join(sorted(set(label[same])))
+    return conflicting[own], detail
 
 
 def _dgx_fabric(words: object) -> tuple[str | None, int | None]:
