@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from table_rows import reasons, write_rows
 
 from training.importers import import_mlperf_rounds
+from training.importers.mlperf import named_nodes
 
 HEADER = (
     "source,round,submitter,division,availability,system,benchmark,accelerator,accelerators_per_node,n_nodes,"
@@ -27,7 +29,9 @@ def row(round_, system, benchmark, accelerator, per_node, nodes, batch, throughp
 
 
 ROWS = [
+    row("v0.7", "C4140", "resnet", "Nvidia Tesla V100-SXM2-32GB", 4, 1, 832, 5583.906, interconnect="NVLINK2.0", framework="NGC MXNet 20.06 , NGC PyTorch 20.06"),
     row("v0.7", "2xC4140", "resnet", "Nvidia Tesla V100-SXM2-32GB", 4, 1, 1664, 11230.315, interconnect="NVLINK2.0", framework="NGC MXNet 20.06 , NGC PyTorch 20.06"),
+    row("v2.0", "8xA100_80GB-baseline", "resnet", "NVIDIA A100-SXM4-80GB", 8, 1, 2048, 16378.9),
     row("v1.0", "old-ssd", "ssd", "NVIDIA A100-SXM4-40GB", 8, 1, 2048, 20000.0),
     row("v2.0", "new-ssd", "ssd", "NVIDIA A100-SXM4-80GB (400W)", 8, 1, 256, 2560.0, interconnect="NVLINK 3.0, NVSWITCH 2.0 600GB/s"),
     row("v2.0", "bare-a100", "bert", "NVIDIA A100", 8, 1, 448, 3000.0),
@@ -47,8 +51,10 @@ def rounds_csv(tmp_path):
 
 def test_every_row_is_mapped_or_excluded_with_its_reason(rounds_csv):
     runs, excluded = import_mlperf_rounds(rounds_csv)
-    assert len(runs) + len(excluded) == len(ROWS) and len(runs) == 4
+    assert len(runs) + len(excluded) == len(ROWS) and len(runs) == 5
     assert dict(zip(excluded["source_id"], excluded["reason"])) == {
+        # Two C4140 servers by name, one node of 4 GPUs by description: per GPU twice the one-node C4140's rate.
+        "v0.7/Somebody/2xC4140/resnet": "node count contradicts the system's name",
         "v1.0/Somebody/old-ssd/ssd": "benchmark not in the workload catalogue",  # SSD-ResNet34 before v2.0
         "v2.0/Somebody/bare-a100/bert": "gpu variant not stated",
         "v2.1/Somebody/dgxa100_n2/maskrcnn": "repeats an earlier round's value (reused logs)",
@@ -61,11 +67,13 @@ def test_every_row_is_mapped_or_excluded_with_its_reason(rounds_csv):
 
 def test_mapping_rules(rounds_csv):
     runs = import_mlperf_rounds(rounds_csv).runs.set_index("system")
-    v07 = runs.loc["2xC4140"]
+    v07 = runs.loc["C4140"]
     assert (v07["gpu"], v07["model"], v07["framework"], v07["architecture"], v07["collected_at"]) == (
         "V100-SXM2-32GB", "resnet50", "mxnet", "allreduce-local", "2020-07-29",
     )  # fmt: skip
-    assert v07["measured_step_time_s"] == pytest.approx(1664 / 11230.315) and v07["batch_size_per_gpu"] == 416
+    assert v07["measured_step_time_s"] == pytest.approx(832 / 5583.906) and v07["batch_size_per_gpu"] == 208
+    # "8x" before the accelerator's own name counts GPUs, not nodes.
+    assert (runs.loc["8xA100_80GB-baseline", "gpus_per_worker"], runs.loc["8xA100_80GB-baseline", "batch_size_per_gpu"]) == (8, 256)
     assert v07["source"] == "mlcommons/training_results_v0.7" and v07["software_stack"] == "tuned"
     ssd = runs.loc["new-ssd"]
     assert (ssd["gpu"], ssd["model"], ssd["intra_node_link"]) == ("A100-SXM4-80GB", "retinanet-fused-loss", "nvswitch-gen2")  # "(400W)" dropped
@@ -93,11 +101,20 @@ def test_maskrcnn_throughput_counts_coco_epochs_not_logged_iterations(tmp_path):
     assert runs.loc["resnet", "measured_step_time_s"] == pytest.approx(1024 / 20000.0)  # other benchmarks stay
 
 
+def test_node_counts_in_system_names():
+    systems = ["2xC4140", "16xXE8545x4A100-SXM-40GB", "8xA100_80GB-baseline", "2xa30_ngc22.04_mxnet", "dgxa100_n2", "XE8545x4A100"]
+    accelerators = ["Nvidia Tesla V100-SXM2-32GB", "NVIDIA A100-SXM-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A30", "NVIDIA A100", "NVIDIA A100"]
+    named = named_nodes(pd.Series(systems), pd.Series(accelerators))
+    assert list(named[:2]) == [2.0, 16.0] and pd.isna(named[2:]).all()
+
+
 def test_real_table(shared_data):
     result = import_mlperf_rounds(shared_data / "mlperf_training_v0.7-v3.0.csv")
     counts = result.counts()
     assert counts["rows"] == 1156 and counts["mapped"] >= 600
     assert counts["excluded_by_reason"]["large-model layout job (tensor/pipeline parallel)"] >= 5
+    # v0.7's 2xC4140 and 4xC4140: the one ResNet-50 each that is not SSD-ResNet34.
+    assert counts["excluded_by_reason"]["node count contradicts the system's name"] == 2
     runs = result.runs
     assert {"A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "A30", "A40", "V100-SXM3-32GB"} <= set(runs["gpu"])
     assert {"v0.7", "v1.0", "v1.1", "v2.0", "v2.1", "v3.0"} == {s.rsplit("_", 1)[1] for s in runs["source"]}

@@ -58,7 +58,11 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
   per-GPU batch is excluded: the run table describes data-parallel jobs.
 * intra_node_link from ``accelerator_interconnect``
   (:func:`training.importers.networking.interconnect_links`).
-* Excluded: no accelerator (CPU-only submissions), non-NVIDIA accelerators
+* Excluded: a system whose name counts its nodes ("2xC4140": two Dell
+  C4140 servers) where its description gives another count (v0.7's
+  2xC4140 and 4xC4140 describe one node of 4 V100s, so their per-GPU
+  throughput read 2 and 4 times the one-node C4140's); no accelerator
+  (CPU-only submissions), non-NVIDIA accelerators
   (Gaudi, TPU, IPU, Ascend), rows flagged ``suspect`` (no derivable
   throughput, unknown accelerator count, open division, implausible
   per-accelerator throughput), and a row whose throughput repeats an earlier
@@ -158,6 +162,26 @@ def import_mlperf_rounds(
     return _import(path, hardware, workloads, None, earlier_rounds=True)
 
 
+_NODES_IN_NAME = re.compile(r"^(\d+)x(.+)$", re.IGNORECASE)
+_PART_NUMBER = re.compile(r"[A-Z]+\d+", re.IGNORECASE)
+
+
+def named_nodes(systems: pd.Series, accelerators: pd.Series) -> np.ndarray:
+    """The node count a system's name states ("2xXE8545x4A100-SXM-80GB": 2), NaN where it states none.
+
+    A leading ``<k>x`` counts nodes when a server's name follows it and
+    accelerators when the accelerator's own part number does
+    ("8xA100_80GB-baseline", "2xa30_ngc22.04_mxnet": no node count).
+    """
+    out = np.full(len(systems), np.nan)
+    for i, (system, accelerator) in enumerate(zip(systems.fillna(""), accelerators.fillna(""))):
+        match = _NODES_IN_NAME.match(str(system))
+        part = _PART_NUMBER.search(str(accelerator).upper().replace("NVIDIA", "").replace("TESLA", ""))
+        if match and part and not match.group(2).upper().startswith(part.group(0)):
+            out[i] = float(match.group(1))
+    return out
+
+
 def _import(path, hardware, workloads, source: str | None, earlier_rounds: bool) -> ImportResult:
     hardware, workloads = catalogues(hardware, workloads)
     rows = RowAccounting(read_source(path, MLPERF_COLUMNS, ("round", "accelerator", "accelerator_interconnect")))
@@ -192,6 +216,9 @@ def _import(path, hardware, workloads, source: str | None, earlier_rounds: bool)
     nodes = numbers(src["n_nodes"])
     total = numbers(src["n_accelerators"])
     rows.exclude(~(per_node >= 1) | ~(nodes >= 1) | (per_node * nodes != total), "accelerator count missing or inconsistent", text("", per_node, " per node x ", nodes, " nodes vs ", total))
+    named = named_nodes(src["system"], names)
+    rows.exclude(~np.isnan(named) & (named != nodes), "node count contradicts the system's name",
+                 text("system ", src["system"].to_numpy(object), " describes ", nodes, " node(s)"))
     global_batch = numbers(src["global_batch_size"])
     throughput = maskrcnn_throughput(src["benchmark"].to_numpy(object), numbers(src["train_throughput_samples_per_s"]), numbers(src["train_samples_per_epoch"]))
     rows.exclude(~(throughput > 0) | ~(global_batch > 0), "no throughput", "throughput or global batch not given")
