@@ -7,6 +7,16 @@ A job with a transformer shape or layout fields (``layers``,
 * compute: the heaviest pipeline stage's hardware FLOPs of one micro-batch
   (its blocks, and the logits, recomputation included) over the GPU's dense
   peak at the precision times :data:`MATMUL_EFFICIENCY`;
+* memory-bound operators (norms, activations, dropout, residual adds and
+  the casts around the matrix multiplications): every activation a block
+  keeps for backward without recomputation (Korthikanti et al. 2022, Table
+  2; no attention scores: flash attention keeps none) moves through DRAM
+  :data:`ACTIVATION_PASSES` times per micro-batch (written forward, read
+  backward, its gradient written and read; once more written when full
+  recomputation replays the forward) at the DRAM bandwidth times the
+  roofline physics' fitted ``memory_efficiency``
+  (``catalog/physics_constants.json``): what a faster memory buys, as from
+  an H100 to an H200;
 * tensor-parallel communication, per layer 2 all-reduces forward and 2
   backward (reduce-scatter + all-gather pairs with sequence parallelism, the
   same bytes; 2 more with full recomputation) of micro-batch x sequence x
@@ -35,6 +45,7 @@ from typing import Any
 
 from features.catalog_base import CATALOG_DIR, NameIndex, read_json
 from features.hardware import DeviceSpec
+from features.mechanisms import physics_constants
 from features.layout_collectives import (
     Links,
     context_parallel_ring_s,
@@ -61,8 +72,15 @@ PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: by grid search minimising the mean |log(predicted / measured)| step time, by
 #: ``predict evaluate-llm`` (training/llm_evaluation.py); figures on those runs with this value are
 #: in-sample. reports/llm/report.md gives the leave-one-submitter-out figures, which refit it
-#: without the held-out submitter (0.435-0.485) and do not use this value.
-MATMUL_EFFICIENCY = 0.475
+#: without the held-out submitter (0.4625-0.52) and do not use this value. Fitted with the
+#: memory-bound term in the step (0.475 before it, which the matrix multiplications then carried).
+MATMUL_EFFICIENCY = 0.51
+
+#: DRAM passes over a block's kept activations per micro-batch: written forward, read backward, and
+#: their gradients written and read (provenance: estimated, from the order of operations; not fitted).
+ACTIVATION_PASSES = 4.0
+#: ...and one more write where full recomputation replays the forward pass.
+RECOMPUTE_ACTIVATION_PASSES = 1.0
 
 #: Bytes the optimizer step reads and writes per trained parameter of the shard:
 #: FP32 master weight, momentum and variance read and written (24), BF16 gradient read and
@@ -177,6 +195,7 @@ class LayoutBreakdown:
 
     compute_s: float
     recompute_s: float
+    memory_bound_s: float
     tp_comm_s: float
     cp_comm_exposed_s: float
     pipeline_bubble_s: float
@@ -197,6 +216,7 @@ class LayoutBreakdown:
         """The additive components of the step, by name (the bottleneck families)."""
         return {
             "compute": self.compute_s,
+            "memory": self.memory_bound_s,
             "tp_communication": self.tp_comm_s,
             "cp_communication": self.cp_comm_exposed_s,
             "pipeline_bubble": self.pipeline_bubble_s,
@@ -299,6 +319,12 @@ def step_breakdown(job: LayoutJob, matmul_efficiency: float = MATMUL_EFFICIENCY,
     attention_mb_s = (layers_per_stage * attention_passes * shape.layer_attention_flops_per_token()
                       * tokens_per_micro_batch * gpu_share / rate_flops_per_s)
 
+    # Every activation a block keeps without recomputation, attention scores aside (flash attention).
+    kept_bytes = shape.layer_activation_bytes(lay.micro_batch_size, tp, lay.sequence_parallel, "selective", cp)
+    passes = ACTIVATION_PASSES + (RECOMPUTE_ACTIVATION_PASSES if recompute == "full" else 0.0)
+    memory_bw_bytes_per_s = job.gpu.memory_bw_bytes_per_s * physics_constants().memory_efficiency
+    memory_mb_s = layers_per_stage * passes * kept_bytes / memory_bw_bytes_per_s
+
     local_tokens = tokens_per_micro_batch / cp
     activation_bytes = local_tokens * shape.hidden_size * ACTIVATION_BYTES_PER_ELEMENT
     tp_collectives = 4 + (2 if recompute == "full" else 0)
@@ -308,7 +334,7 @@ def step_breakdown(job: LayoutJob, matmul_efficiency: float = MATMUL_EFFICIENCY,
     cp_mb_s = layers_per_stage * context_parallel_ring_s(kv_block_bytes, cp, tp, cp_passes, links)
     cp_exposed_mb_s = max(0.0, cp_mb_s - attention_mb_s)
 
-    micro_batch_s = compute_mb_s + tp_mb_s + cp_exposed_mb_s
+    micro_batch_s = compute_mb_s + memory_mb_s + tp_mb_s + cp_exposed_mb_s
     bubble_s = (pp - 1) / v * micro_batch_s
     if pp > 1:
         boundary_bytes = activation_bytes / tp
@@ -337,6 +363,7 @@ def step_breakdown(job: LayoutJob, matmul_efficiency: float = MATMUL_EFFICIENCY,
     return LayoutBreakdown(
         compute_s=m * compute_mb_s,
         recompute_s=m * recompute_mb_s,
+        memory_bound_s=m * memory_mb_s,
         tp_comm_s=m * tp_mb_s,
         cp_comm_exposed_s=m * cp_exposed_mb_s,
         pipeline_bubble_s=bubble_s,

@@ -9,13 +9,14 @@ into the fleet's columns as follows:
 * ``step_time_s``, ``throughput_samples_per_s`` (sequences of the global
   batch per second), ``total_gpus``, and under a what-if the target's step,
   GPUs and ``speedup``;
-* ``compute_s``: the step's computation and optimizer step; ``comm_s``: the
+* ``compute_s``: the step's device work (matrix multiplications,
+  memory-bound operators and the optimizer step); ``comm_s``: the
   communication on its critical path (tensor-parallel, exposed
   context-parallel and data-parallel, pipeline transfers). ``io_s`` and
-  ``memory_s`` stay empty (the layout model folds memory traffic into its
-  attainable FLOP rate and has no input term), and so does the pipeline
-  bubble, which is idle time: these jobs stay out of the fleet report's
-  component shares, which add up to the step;
+  ``memory_s`` (the PAI components at datasheet rates, which the layout
+  model does not compute) stay empty, and so does the pipeline bubble,
+  which is idle time: these jobs stay out of the fleet report's component
+  shares, which add up to the step;
 * ``bottleneck``: the layout's largest component (the layout labels of
   :data:`predictor.fleet_columns.FLEET_BOTTLENECKS`);
 * ``extrapolation`` (with a learned model): why no interval comes with it.
@@ -45,6 +46,7 @@ from predictor.layout import LayoutPrediction, predict_layout, speedup_layout
 #: :attr:`features.layout.LayoutBreakdown.components_s`, in its order); they add up to its step.
 LAYOUT_PARTS = {
     "compute": "compute",
+    "memory": "memory-bound operators",
     "tp_communication": "tensor-parallel communication",
     "cp_communication": "context-parallel communication (exposed)",
     "pipeline_bubble": "pipeline bubble",
@@ -175,7 +177,7 @@ def _write(numbers: dict[str, np.ndarray], labels: dict[str, np.ndarray], i: int
         return
     components = b.components_s
     numbers["throughput_samples_per_s"][i] = p.job.layout.global_batch_size / b.step_time_s
-    numbers["compute_s"][i] = components["compute"] + components["optimizer"]
+    numbers["compute_s"][i] = components["compute"] + components["memory"] + components["optimizer"]
     numbers["comm_s"][i] = sum(components[name] for name in _COMMUNICATION)
 
 

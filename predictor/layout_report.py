@@ -16,6 +16,7 @@ _console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isa
 
 _LABELS = {
     "compute": "compute",
+    "memory": "memory-bound operators",
     "tp_communication": "tensor-parallel comm",
     "cp_communication": "context-parallel comm (exposed)",
     "pipeline_bubble": "pipeline bubble",
@@ -124,7 +125,7 @@ def print_plan(plan: Plan, name: str, gpu_memory_bytes: float, rows: int = 10) -
     )
     table = Table(title_justify="left")
     for column in ("#", "TP", "PP", "CP", "DP", "mb", "schedule", "recompute", "sharding", "step (s)", "MFU", "GB/GPU",
-                   "compute", "TP comm", "bubble", "PP xfer", "DP comm"):
+                   "compute", "memory", "TP comm", "bubble", "PP xfer", "DP comm"):
         table.add_column(column, justify="left" if column in ("schedule", "recompute", "sharding") else "right")
     for i, planned in enumerate(plan.ranked[:rows], 1):
         lay, b = planned.layout, planned.breakdown
@@ -133,7 +134,7 @@ def print_plan(plan: Plan, name: str, gpu_memory_bytes: float, rows: int = 10) -
         table.add_row(
             str(i), str(lay.tensor_parallel), str(lay.pipeline_parallel), str(lay.context_parallel), str(lay.data_parallel),
             str(lay.micro_batch_size), schedule, lay.activation_recompute, lay.sharding, _s(b.step_time_s), f"{b.mfu:.1%}",
-            f"{bytes_to_gib(b.memory.total_bytes):.1f}", _s(c["compute"]), _s(c["tp_communication"]), _s(c["pipeline_bubble"]),
-            _s(c["pipeline_transfers"]), _s(c["dp_communication"]),
+            f"{bytes_to_gib(b.memory.total_bytes):.1f}", _s(c["compute"]), _s(c["memory"]), _s(c["tp_communication"]),
+            _s(c["pipeline_bubble"]), _s(c["pipeline_transfers"]), _s(c["dp_communication"]),
         )
     _console.print(table)

@@ -54,7 +54,7 @@ def test_each_layout_row_gets_the_single_job_answer_and_data_parallel_rows_are_u
         assert scored["total_gpus"][i] == single.baseline.job.layout.gpus
         assert scored["bottleneck"][i] == b.bottleneck
         c = b.components_s
-        assert scored["compute_s"][i] == pytest.approx(c["compute"] + c["optimizer"])
+        assert scored["compute_s"][i] == pytest.approx(c["compute"] + c["memory"] + c["optimizer"])
         assert scored["comm_s"][i] == pytest.approx(c["tp_communication"] + c["cp_communication"] + c["pipeline_transfers"] + c["dp_communication"])
         assert np.isnan(scored["io_s"][i]) and np.isnan(scored["memory_s"][i]) and np.isnan(scored["lower_s"][i])
         assert scored["extrapolation"][i] == LAYOUT_NOTE and pd.isna(scored["error"][i])

@@ -17,6 +17,7 @@ from features.layout import MATMUL_EFFICIENCY, Layout, job_memory, step_breakdow
 from features.layout_spec import layout_job_from_row
 from features.layout_collectives import Links, data_parallel_s
 from features.layout_plan import candidate_layouts, plan
+from features.mechanisms import physics_constants
 from features.transformer import stage_param_count
 from features.units import bytes_to_gib
 
@@ -52,12 +53,29 @@ def test_h800_pays_its_nvlink_in_tensor_parallel_all_reduces():
     assert h800.tp_comm_s - h100.tp_comm_s == pytest.approx(64 * 20 * 4 * extra_per_allreduce_s)
 
 
+def test_memory_bound_operators_by_hand_and_what_a_faster_memory_buys():
+    """Llama-70B, TP 8 with sequence parallelism: a block keeps (8 + 2 + 4 x 1024/8192 + 2 + 6 x 28672/8192) / 8
+    = 4.1875 bytes per token x hidden (Korthikanti's Table 2, no attention scores), moved 4 times per micro-batch."""
+    h100 = step_breakdown(layout_job_from_row(load_job(LLAMA).row))
+    kept_bytes = 4.1875 * 8192 * 1 * 8192
+    per_micro_batch_s = 20 * 4 * kept_bytes / (3.35e12 * physics_constants().memory_efficiency)
+    assert h100.memory_bound_s == pytest.approx(64 * per_micro_batch_s)
+    # An H200: the same arithmetic, 4.8 / 3.35 of the bandwidth, so the memory-bound part shrinks by as much.
+    h200 = step_breakdown(layout_job_from_row(_job(cluster__gpu="H200").row))
+    assert h200.compute_s == h100.compute_s
+    assert h200.memory_bound_s == pytest.approx(h100.memory_bound_s * 3.35 / 4.8)
+    assert h200.step_time_s < h100.step_time_s
+    # Full recomputation replays the forward pass: one more write of the kept activations.
+    full = step_breakdown(layout_job_from_row(_job(parallelism__activation_recompute="full").row))
+    assert full.memory_bound_s == pytest.approx(h100.memory_bound_s * 5 / 4)
+
+
 def test_bubble_fractions_by_hand():
     assert Layout(8, 4, 1, 16, 1, 1024).bubble_fraction == pytest.approx(3 / 64)  # (p-1)/m, m = 1024/16
     assert Layout(4, 8, 1, 32, 1, 2048, "interleaved", 12).bubble_fraction == pytest.approx(7 / (12 * 64))
     job = layout_job_from_row(load_job(LLAMA).row)
     b = step_breakdown(job)
-    steady_s = b.compute_s + b.tp_comm_s + b.cp_comm_exposed_s
+    steady_s = b.compute_s + b.memory_bound_s + b.tp_comm_s + b.cp_comm_exposed_s
     assert b.pipeline_bubble_s / steady_s == pytest.approx(3 / 64)
 
 
@@ -301,7 +319,7 @@ def test_cli_explain_and_plan():
     result = runner.invoke(app, ["explain", "--job", LLAMA, "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert set(out["shares"]) == {"compute", "tp_communication", "cp_communication", "pipeline_bubble",
+    assert set(out["shares"]) == {"compute", "memory", "tp_communication", "cp_communication", "pipeline_bubble",
                                   "pipeline_transfers", "dp_communication", "optimizer"}
     assert sum(out["shares"].values()) == pytest.approx(1.0)
     result = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "256", "--json", "--top", "3"])

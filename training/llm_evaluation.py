@@ -343,7 +343,7 @@ def write_report(result: LlmEvaluation, out_dir: Path) -> Path:
         f"- Fitted on all {m['runs']} runs (the shipped value, in-sample on these same runs): {result.fitted_efficiency_all:.4f}.",
         "- Leave-one-submitter-out (each fitted without the held-out submitter's runs; the headline figures use these): "
         + ", ".join(f"{s} {e:.4f}" for s, e in sorted(result.loso_efficiency.items())) + ".",
-        "- Every other figure (link rates, latencies, peaks, memory) is the catalogue's; nothing else is tuned on these runs.",
+        "- Every other figure (link rates, latencies, peaks, memory sizes and bandwidths, and the DRAM efficiency of the roofline physics, fitted on data-parallel runs) comes from the catalogues; nothing else is tuned on these runs.",
         "- Caveat: the three submitters run the same NVIDIA NeMo/Megatron stack on DGX/HGX H100 systems; holding one out is not "
         "a test on another software stack or GPU.",
         "",
