@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from features import scenarios
+from features import physics, scenarios
 from features.analytical import BOTTLENECKS, OVERLAP_STRATEGIES, BreakdownArrays
 from features.errors import RowError, SpecError
 from features.jobspec import Job, flatten, job_from_dict, load_job
@@ -275,6 +275,8 @@ class Predictor:
         warnings = self.warnings
         if result.extrapolation is not None and result.extrapolation[row] is not None:
             warnings += (f"outside the training data: {result.extrapolation[row]}",)
+        if measured is not None:
+            warnings += _faster_than_the_peak(result.resolved, row, measured)
         return Prediction(
             name=name,
             step_time_s=step_time_s,
@@ -331,6 +333,19 @@ def _fail_non_finite(result: TablePrediction) -> None:
         ~finite,
         "job: its figures give a step time that is not a finite positive number of seconds; "
         "check flops_per_sample, param_count and the byte counts against their bounds (`predict schema`)",
+    )
+
+
+def _faster_than_the_peak(resolved: ResolvedJobs, row: int, measured_s: float) -> tuple[str, ...]:
+    """A warning where a measured step is shorter than the job's arithmetic at its GPU's dense peak allows."""
+    if resolved.matrix_flops_per_sample is None:
+        return ()
+    floor_s = float(physics.arithmetic_floor_s(resolved.device_inputs())[row])
+    if not measured_s < floor_s:
+        return ()
+    return (
+        f"measured.step_time_s: {measured_s:.4g} s is shorter than the {floor_s:.3g} s the job's arithmetic needs at "
+        "the GPU's dense peak; was it measured at another precision, batch or GPU count?",
     )
 
 

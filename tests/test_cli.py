@@ -34,6 +34,18 @@ def test_time_json_has_the_documented_keys(job_file):
     assert data["throughput_samples_per_s"] == pytest.approx(8 * 64 / data["step_time_s"])
 
 
+def test_a_measured_step_faster_than_the_peak_allows_is_questioned(tmp_path):
+    # ResNet-50 at FP16 on a V100 at batch 256: at least 256 x (24.3 - 9.0 x 3/4) GFLOP at 125 TFLOP/s, about 0.036 s.
+    job = {"workload": {"model": "resnet50", "batch_size_per_gpu": 256, "precision": "fp16"}, "cluster": {"gpu": "V100-SXM2-32GB"}}
+    for measured_s, questioned in ((0.01, True), (0.3, False)):
+        path = tmp_path / f"job-{measured_s}.json"
+        path.write_text(json.dumps({**job, "measured": {"step_time_s": measured_s}}))
+        result = invoke("time", "--job", path, "--json")
+        assert result.exit_code == 0, result.output
+        warnings = json.loads(result.stdout)["warnings"]
+        assert any(w.startswith("measured.step_time_s: 0.01 s is shorter than the 0.0") for w in warnings) is questioned, warnings
+
+
 def test_speedup_json_has_both_sides(job_file):
     result = invoke("speedup", "--job", job_file, "--to", "allreduce-nvlink", "--json")
     assert result.exit_code == 0, result.output
