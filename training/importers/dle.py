@@ -25,7 +25,10 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   BART, Jasper, Wide & Deep on Outbrain, the original DLRM, ...).
 * Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
   sparsity) is not a dense precision and is not mapped. Rows the source flags
-  ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded.
+  ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded,
+  and so is every row whose throughput (same model table, GPU and GPU count)
+  is published under both a full and a reduced precision in either table
+  (:func:`precision_label_conflicts`: swapped columns).
 * GPU: the table's name; a power qualifier ("(DGX-2H 450W)") is dropped, so
   the part maps to its datasheet entry.
 * Step time: images/s, sequences/s, sentences/s, samples/s, items/s count
