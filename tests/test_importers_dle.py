@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from table_rows import reasons, write_rows
 
+from features.errors import SpecError
 from training.importers import import_dle, import_dle_history
 from training.importers.dle import lddl_binned
 from training.runs import load_runs
@@ -133,6 +134,13 @@ def test_a_value_published_under_two_precisions_is_excluded_from_both_tables(tmp
     alone = tmp_path / "alone"
     alone.mkdir()
     assert len(import_dle(write_rows(alone / "dle_training_throughput.csv", HEADER, snapshot)).runs) == 3
+
+
+def test_a_malformed_table_beside_it_is_named(tmp_path):
+    snapshot = write_rows(tmp_path / "dle_training_throughput.csv", HEADER, ROWS[:1])
+    (tmp_path / "dle_training_throughput_history.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SpecError, match="dle_training_throughput_history.csv.*read beside dle_training_throughput.csv"):
+        import_dle(snapshot)
 
 
 def test_mapped_rows_load_as_a_run_table(dle_csv, tmp_path):

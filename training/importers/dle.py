@@ -65,6 +65,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features.errors import SpecError
 from features.hardware import HardwareCatalog
 from features.workloads import WorkloadCatalog
 from training.importers.common import (
@@ -252,7 +253,14 @@ def _sibling_table(path, history: bool) -> pd.DataFrame | None:
     sibling = Path(path).with_name(DLE_FILES[not history])
     if not sibling.exists() or sibling.resolve() == Path(path).resolve():
         return None
-    return read_source(sibling, DLE_COLUMNS, DLE_TEXT_COLUMNS)
+    try:
+        return read_source(sibling, DLE_COLUMNS, DLE_TEXT_COLUMNS)
+    except SpecError as exc:
+        raise SpecError(
+            "path", sibling.name,
+            f"{sibling} is read beside {Path(path).name} for values published under two precisions, "
+            f"but {exc.allowed}; move it away or fix it",
+        ) from None
 
 
 def precision_label_conflicts(src: pd.DataFrame, other: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
