@@ -268,10 +268,10 @@ def precision_label_conflicts(src: pd.DataFrame, other: pd.DataFrame | None = No
 
     One measurement (a model's table row: the same directory, variant, GPU,
     GPU count and throughput to the last digit) labelled full precision (FP32
-    or TF32) in one README version and mixed precision in another (TensorFlow BERT's SQuAD tables of
-    November 2019 swapped the two columns, corrected a week later) cannot be
-    placed: every row carrying it is excluded, in this table and, where
-    ``other`` (the other table) holds it, there too.
+    or TF32) in one README version and mixed precision in another (TensorFlow
+    BERT's SQuAD tables of November 2019 swapped the two columns, corrected a
+    week later) cannot be placed: every row carrying it is excluded, in this
+    table and, where ``other`` (the other table) holds it, there too.
     """
     tables = [src] if other is None else [src, other]
     both = pd.concat([t.loc[:, list(_MEASUREMENT) + ["precision", "source", "readme_line"]] for t in tables], ignore_index=True)
