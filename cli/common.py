@@ -55,6 +55,22 @@ def fail(message: str, as_json: bool = False) -> None:
     raise typer.Exit(code=2)
 
 
+#: Exit code of an answer that finds nothing able to run the job: no GPU compared holds it
+#: (``predict compare``), no layout fits memory (``predict plan``). The answer is printed as
+#: always; the code lets a script tell it from a ranking (0) without parsing it.
+NOTHING_FITS_EXIT = 3
+
+
+def nothing_fits(message: str, as_json: bool = False) -> None:
+    """After an answer with nothing able to run the job: one line on stderr and exit code :data:`NOTHING_FITS_EXIT`."""
+    one_line = " ".join(message.split())
+    if as_json:
+        typer.echo(json.dumps({"nothing_fits": one_line}), err=True)
+    else:
+        typer.echo(f"nothing fits: {one_line}", err=True)
+    raise typer.Exit(code=NOTHING_FITS_EXIT)
+
+
 def echo_json(data: Any) -> None:
     """Strict JSON on stdout: a NaN or infinity is a bug, never printed as ``NaN``."""
     typer.echo(json.dumps(data, indent=2, default=json_default, allow_nan=False))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import JobOption, JsonOption, domain_errors, echo_json
+from cli.common import JobOption, JsonOption, domain_errors, echo_json, nothing_fits
 
 
 @domain_errors
@@ -17,6 +17,8 @@ def plan_command(
     as_json: JsonOption = False,
 ) -> None:
     """Rank every valid tensor/pipeline/context/data-parallel layout of a transformer job that fits memory by predicted step time.
+
+    Exit code 3 (after the answer, which names the leanest layout's memory) when none fits.
 
     Example: predict plan --job examples/jobs/llama-70b-512-h100.json --gpus 1024
     """
@@ -46,3 +48,5 @@ def plan_command(
         from predictor.layout_report import print_plan
 
         print_plan(result, spec.name, float(layout_job.gpu.memory_bytes), top)
+    if not result.fitting_layouts:
+        nothing_fits(f"none of the {result.valid_layouts:,} valid layouts of {spec.name} on {result.gpus:,} GPUs fits {layout_job.gpu.name}'s memory", as_json)

@@ -10,7 +10,9 @@ from typing import Annotated
 
 import typer
 
-from cli.common import JobOption, JsonOption, LevelOption, ModelOption, OverlapOption, domain_errors, echo_json, make_predictor
+from cli.common import (
+    JobOption, JsonOption, LevelOption, ModelOption, OverlapOption, domain_errors, echo_json, make_predictor, nothing_fits,
+)
 
 
 @domain_errors
@@ -93,6 +95,8 @@ def compare_command(
 ) -> None:
     """Rank GPUs for one job: its step time and speedup on each (the gpu= what-if of predict speedup).
 
+    Exit code 3 (after the ranking) when no GPU compared, the job's own included, can run the job.
+
     Example: predict compare --job examples/jobs/resnet50-single.json --gpu A100 --gpu H100 --gpu H800
     """
     from predictor.compare import compare_gpus
@@ -104,6 +108,8 @@ def compare_command(
         from predictor.report import print_comparison
 
         print_comparison(comparison)
+    if not comparison.runs_anywhere:
+        nothing_fits(f"no GPU compared can run {comparison.name}; each is listed with why (try --gpu with more memory)", as_json)
 
 
 @domain_errors

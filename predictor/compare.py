@@ -66,12 +66,18 @@ class Comparison:
     method: str
     options: tuple[GpuOption, ...]
 
+    @property
+    def runs_anywhere(self) -> bool:
+        """Whether any GPU compared (the job's own included) can run the job: one has a step time."""
+        return any(o.step_time_s is not None for o in self.options)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "gpu": self.gpu,
             "step_time_s": self.step_time_s,
             "method": self.method,
+            "runs_anywhere": self.runs_anywhere,
             "options": [o.to_dict() for o in self.options],
         }
 

@@ -106,3 +106,20 @@ def test_a_layout_that_does_not_fit_its_own_gpu_lists_where_it_would(predictor):
     assert [o.gpu for o in comparison.options][:2] == ["B200", "H200-SXM-141GB"]
     result = runner.invoke(app, ["compare", "--job", LLAMA, "--gpu", "H200"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
+
+
+def test_a_job_no_gpu_compared_can_run_is_answered_with_exit_code_3(predictor, tmp_path):
+    """Llama-70B on 512 T4s needs 31.5 GB per GPU: neither a T4, an L4 (24 GB) nor a 16 GB V100 holds it."""
+    job = json.loads(open(LLAMA).read())
+    job["cluster"]["gpu"], job["workload"]["precision"] = "T4", "fp16"
+    comparison = compare_gpus(predictor, job, ["L4", "V100-SXM2-16GB"])
+    assert not comparison.runs_anywhere and all(o.error.startswith("does not fit") for o in comparison.options)
+    assert compare_gpus(predictor, LLAMA, ["L4"]).runs_anywhere  # its own H100 holds it
+    path = tmp_path / "t4.json"
+    path.write_text(json.dumps(job))
+    table = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "L4", "--gpu", "V100-SXM2-16GB"], env={"COLUMNS": "200"})
+    assert table.exit_code == 3 and "does not fit: 31.5 GB per GPU needed, L4 has 24 GB" in table.stdout
+    assert table.stderr == "nothing fits: no GPU compared can run llama-70b-512-h100; each is listed with why (try --gpu with more memory)\n"
+    answered = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "L4", "--json"])
+    assert answered.exit_code == 3 and json.loads(answered.stdout)["runs_anywhere"] is False
+    assert json.loads(answered.stderr)["nothing_fits"].startswith("no GPU compared can run llama-70b-512-h100")

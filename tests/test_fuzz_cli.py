@@ -199,8 +199,11 @@ def _numbers(value: Any):
 def _check(result, as_json: bool) -> None:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
-    assert result.exit_code in (0, 2), (result.exit_code, result.output)
+    assert result.exit_code in (0, 2, 3), (result.exit_code, result.output)
     event(f"exit code {result.exit_code}")  # the split is in --hypothesis-show-statistics
+    if result.exit_code == 3:  # answered, nothing able to run the job: the answer, then one line that says so
+        line = result.stderr.strip()
+        assert "\n" not in line and (json.loads(line)["nothing_fits"] if as_json else line.startswith("nothing fits: "))
     if result.exit_code == 2:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr

@@ -204,10 +204,14 @@ def test_a_plan_that_nothing_fits_names_the_leanest_layout_and_a_count_without_l
     assert memory.total_bytes == min(everything) > job.gpu.memory_bytes
     assert layout.activation_recompute == "full"
     table = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "1"])
-    assert table.exit_code == 0
-    assert f"none of the 12 valid layouts fits in 80.0 GB per GPU; the leanest needs {bytes_to_gib(memory.total_bytes):.1f} GB" in table.output
-    as_json = json.loads(runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "1", "--json"]).output)
+    assert table.exit_code == 3  # answered, and nothing fits
+    assert f"none of the 12 valid layouts fits in 80.0 GB per GPU; the leanest needs {bytes_to_gib(memory.total_bytes):.1f} GB" in table.stdout
+    assert table.stderr == "nothing fits: none of the 12 valid layouts of llama-70b-512-h100 on 1 GPUs fits H100-SXM5-80GB's memory\n"
+    answered = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "1", "--json"])
+    as_json = json.loads(answered.stdout)
+    assert answered.exit_code == 3 and json.loads(answered.stderr) == {"nothing_fits": table.stderr.removeprefix("nothing fits: ").strip()}
     assert as_json["ranked"] == [] and as_json["leanest"]["memory"]["total_bytes"] == memory.total_bytes
+    assert runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "16"]).exit_code == 0  # TP8 PP2 fits
     # 13 GPUs: no TP x PP x CP x DP makes 13 with DP dividing 1024 (10 = TP2 PP5, 16 do).
     refused = runner.invoke(app, ["plan", "--job", LLAMA, "--gpus", "13"])
     assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1
