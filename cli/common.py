@@ -47,12 +47,7 @@ def domain_errors(fn: Callable) -> Callable:
 
 def fail(message: str, as_json: bool = False) -> None:
     """Print one error line on stderr (a JSON object for ``--json`` callers) and exit with code 2."""
-    one_line = " ".join(message.split())
-    if as_json:
-        typer.echo(json.dumps({"error": one_line}), err=True)
-    else:
-        typer.echo(f"error: {one_line}", err=True)
-    raise typer.Exit(code=2)
+    _last_line("error", message, as_json, code=2)
 
 
 #: Exit code of an answer that finds nothing able to run the job: no GPU compared holds it
@@ -63,12 +58,17 @@ NOTHING_FITS_EXIT = 3
 
 def nothing_fits(message: str, as_json: bool = False) -> None:
     """After an answer with nothing able to run the job: one line on stderr and exit code :data:`NOTHING_FITS_EXIT`."""
+    _last_line("nothing_fits", message, as_json, code=NOTHING_FITS_EXIT)
+
+
+def _last_line(key: str, message: str, as_json: bool, code: int) -> None:
+    """``key: message`` on one stderr line (``{"key": message}`` for ``--json`` callers), then exit with ``code``."""
     one_line = " ".join(message.split())
     if as_json:
-        typer.echo(json.dumps({"nothing_fits": one_line}), err=True)
+        typer.echo(json.dumps({key: one_line}), err=True)
     else:
-        typer.echo(f"nothing fits: {one_line}", err=True)
-    raise typer.Exit(code=NOTHING_FITS_EXIT)
+        typer.echo(f"{key.replace('_', ' ')}: {one_line}", err=True)
+    raise typer.Exit(code=code)
 
 
 def echo_json(data: Any) -> None:
