@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from features.workloads import FIGURES, WorkloadCatalog
 from training.importers import app, import_lambda, import_mlperf, mlperf_framework, parse_host_networking
+from training.importers.common import faster_than_one_gpu
 from training.runs import load_runs
 
 LAMBDA_HEADER = (
@@ -290,6 +292,39 @@ def test_cli_has_help_with_an_example():
     assert result.exit_code == 0 and "Example" in result.output
 
 
+def test_a_data_parallel_step_shorter_than_one_gpus_beyond_host_spread_is_excluded(tmp_path):
+    """One H100 does 320 sequences in 320 / 868 = 0.369 s; eight at 1,200 sequences/s each take 0.267 s
+    a step, 1.38x shorter: excluded. Eight at 850 each, and two at 1.2x (inside the 1.25x spread), stay;
+    a count with no one-GPU row of the same configuration (another batch, another suite) is never judged."""
+    h100 = "H100 SXM5 80GB"
+    rows = [
+        lambda_row("1xH100", h100, 1, "", "bert_base_squad", "amp_fp16", 320, 868.0, "sequences/s"),
+        lambda_row("8xH100-fast", h100, 8, "NVLink/NVSwitch", "bert_base_squad", "amp_fp16", 320, 8 * 1200.0, "sequences/s"),
+        lambda_row("8xH100", h100, 8, "NVLink/NVSwitch", "bert_base_squad", "amp_fp16", 320, 8 * 850.0, "sequences/s"),
+        lambda_row("2xH100", h100, 2, "NVLink/NVSwitch", "bert_base_squad", "amp_fp16", 320, 2 * 1.2 * 868.0, "sequences/s"),
+        lambda_row("8xH100-b256", h100, 8, "NVLink/NVSwitch", "bert_base_squad", "amp_fp16", 256, 8 * 1500.0, "sequences/s"),
+        {**lambda_row("8xH100-v1", h100, 8, "NVLink/NVSwitch", "bert_base_squad", "amp_fp16", 320, 8 * 1200.0, "sequences/s"), "suite_version": "v1"},
+    ]
+    runs, excluded = import_lambda(write(tmp_path, LAMBDA_HEADER, rows, "lambda.csv"))
+    assert list(excluded["system_name"]) == ["8xH100-fast"]
+    assert excluded["reason"].iloc[0] == "faster per GPU than on one GPU"
+    assert excluded["detail"].iloc[0] == "8 GPUs step 0.2667 s, one GPU 0.3687 s at the same per-GPU batch (1.38x)"
+    assert set(runs["system"]) == {"1xH100", "8xH100", "2xH100", "8xH100-b256", "8xH100-v1"}
+
+
+def test_faster_than_one_gpu_takes_the_median_of_the_standing_one_gpu_rows():
+    keys = np.array(["a", "a", "a", "a", "a", "b"], object)
+    gpus = np.array([1, 1, 1, 4, 4, 4])
+    step = np.array([1.0, 1.2, 9.0, 0.79, 0.81, 0.1])
+    standing = np.array([True, True, False, True, True, True])  # the 9 s row was excluded before: not a partner
+    flagged, detail = faster_than_one_gpu(keys, gpus, step, standing)
+    # One-GPU median of the standing rows: 1.1 s; 1.1 / 0.79 = 1.39 > 1.25, 1.1 / 0.81 = 1.36 > 1.25; "b" has no partner.
+    assert flagged.tolist() == [False, False, False, True, True, False]
+    assert detail[3] == "4 GPUs step 0.79 s, one GPU 1.1 s at the same per-GPU batch (1.39x)"
+    flagged, _ = faster_than_one_gpu(keys, gpus, np.array([1.0, 1.2, 9.0, 0.89, 0.88, 0.1]), standing)
+    assert not flagged.any()  # 1.1 / 0.88 = 1.25: within the spread
+
+
 def test_full_lambda_import(shared_data):
     result = import_lambda(shared_data / "lambda_throughput.csv")
     counts = result.counts()
@@ -301,7 +336,9 @@ def test_full_lambda_import(shared_data):
     per_sample_models = {"gnmt", "transformer-xl-base", "transformer-xl-large", "tacotron2", "waveglow"}
     sample_rows = int((~result.runs["model"].isin(per_sample_models)).sum())
     refused = reasons.get("fails run-table rules: workload.batch_size_per_gpu", 0)
-    assert sample_rows + refused == 1874 - 22 - 5
+    # BERT-base SQuAD and NCF on several GPUs faster per GPU than on one (55 rows).
+    assert reasons["faster per GPU than on one GPU"] == 55
+    assert sample_rows + refused + 55 == 1874 - 22 - 5
     # Token, frame and audio-sample rows (1,485, two without a batch) map or wait for tokens_per_sample.
     assert len(result.runs) - sample_rows + reasons.get("per-sample unit needs tokens_per_sample", 0) == 1485 - 2
 

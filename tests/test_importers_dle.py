@@ -160,6 +160,14 @@ def test_real_tables(shared_data, importer, name, rows, floor):
     assert counts["excluded_by_reason"].get("published under two precisions", 0) >= 29  # QuartzNet, SE(3)-Transformer, BERT
 
 
+def test_the_dgx2_bert_phase1_fp32_rows_faster_per_gpu_than_one_gpu_are_excluded(shared_data):
+    """TensorFlow BERT phase 1 at FP32 on a DGX-2: one V100 0.906 s a step, 4 to 16 of them 0.66-0.67 s (1.35-1.37x)."""
+    result = import_dle(shared_data / "dle_training_throughput.csv")
+    faster = result.excluded[result.excluded["reason"] == "faster per GPU than on one GPU"]
+    assert sorted(faster["gpus_total"].astype(int)) == [4, 8, 16]
+    assert faster["detail"].str.endswith(("(1.37x)", "(1.35x)")).all() and faster["detail"].str.contains("one GPU 0.906 s").all()
+
+
 def test_no_real_bert_squad_row_runs_faster_than_the_peak(shared_data):
     """The swapped SQuAD columns of 2019-2020 gave FP32 rows up to 1.7x V100's FP32 peak: none is mapped now."""
     result = import_dle_history(shared_data / "dle_training_throughput_history.csv")

@@ -54,6 +54,12 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   container and the XLA flag. ``collected_at``: empty for the snapshot (the
   README gives no measurement date), the date the value first appeared for
   the history.
+* A multi-GPU row whose step is shorter than the one-GPU step of the same
+  README version, model table, GPU, precision, per-GPU batch and container
+  by more than the spread between hosts
+  (:func:`training.importers.common.faster_than_one_gpu`) is excluded: the
+  TensorFlow BERT phase-1 FP32 rows on 4 to 16 V100s of a DGX-2 (1.35-1.37x
+  the one-GPU rate per GPU, above 0.8 of the FP32 peak).
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ from features.errors import SpecError
 from features.hardware import HardwareCatalog
 from features.workloads import WorkloadCatalog
 from training.importers.common import (
-    ImportResult, RowAccounting, attribute, catalogues, given, map_unique, numbers, read_source, step_times, text,
+    ImportResult, RowAccounting, attribute, catalogues, faster_than_one_gpu, given, map_unique, numbers, read_source, step_times, text,
     units_per_sample,
 )  # fmt: skip
 from training.importers.networking import parse_host_networking
@@ -213,6 +219,12 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     per_unit = units_per_sample(model, workloads)
     rows.exclude(per_sample_unit & np.isnan(per_unit), "per-sample unit needs tokens_per_sample", text("", unit, " for workload ", model))
     step_time_s = step_times(total * batch, throughput, np.where(per_sample_unit, per_unit, 1.0))
+
+    configuration = text("", src["source"].to_numpy(object), "|", model_dir, "|", src["model_variant"].fillna("").to_numpy(object), "|",
+                         src["gpu"].to_numpy(object), "|", precision, "|", framework, "|", batch, "|", src["container"].fillna("").to_numpy(object),
+                         "|", src["xla"].fillna("").to_numpy(object))
+    superlinear, why = faster_than_one_gpu(configuration, total, step_time_s, rows.ok)
+    rows.exclude(superlinear, "faster per GPU than on one GPU", why)
 
     multi_node = nodes > 1
     parsed = [_dgx_fabric(t) for t in src["interconnect_inferred"]]
