@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from features.workloads import FIGURES, WorkloadCatalog
 from training.importers import app, import_lambda, import_mlperf, mlperf_framework, parse_host_networking
-from training.importers.common import faster_than_one_gpu
-from training.runs import load_runs
+from training.runs import faster_than_one_gpu, load_runs
 
 LAMBDA_HEADER = (
     "source,suite_version,system_name,vendor,gpu,form_factor,n_gpus,n_nodes,intra_node_link,framework,model,"
@@ -317,10 +316,10 @@ def test_faster_than_one_gpu_takes_the_median_of_the_standing_one_gpu_rows():
     gpus = np.array([1, 1, 1, 4, 4, 4])
     step = np.array([1.0, 1.2, 9.0, 0.79, 0.81, 0.1])
     standing = np.array([True, True, False, True, True, True])  # the 9 s row was excluded before: not a partner
-    flagged, detail = faster_than_one_gpu(keys, gpus, step, standing)
+    flagged, one_gpu_s = faster_than_one_gpu(keys, gpus, step, standing)
     # One-GPU median of the standing rows: 1.1 s; 1.1 / 0.79 = 1.39 > 1.25, 1.1 / 0.81 = 1.36 > 1.25; "b" has no partner.
     assert flagged.tolist() == [False, False, False, True, True, False]
-    assert detail[3] == "4 GPUs step 0.79 s, one GPU 1.1 s at the same per-GPU batch (1.39x)"
+    assert one_gpu_s[:5] == pytest.approx([1.1] * 5) and np.isnan(one_gpu_s[5])
     flagged, _ = faster_than_one_gpu(keys, gpus, np.array([1.0, 1.2, 9.0, 0.89, 0.88, 0.1]), standing)
     assert not flagged.any()  # 1.1 / 0.88 = 1.25: within the spread
 

@@ -10,7 +10,7 @@ import pytest
 
 from features.errors import SpecError
 from features.workloads import FIGURES, WorkloadCatalog
-from training.runs import RUN_COLUMNS, load_runs, save_runs, validate_runs
+from training.runs import RUN_COLUMNS, faster_than_one_gpu, load_runs, save_runs, validate_runs
 
 GOOD = {
     "name": "resnet50-4xV100",
@@ -182,6 +182,25 @@ def test_a_step_shorter_than_its_arithmetic_at_the_peak_is_rejected(tmp_path):
     assert list(result.accepted["source_id"]) == ["possible"]
     assert "needs at least 0.08 s on V100-SXM2-16GB, every FLOP at its dense fp16 peak (1.01x" in reason_of(result, "impossible")
     assert "needs at least 0.637 s on V100-SXM2-16GB, every FLOP at its dense fp32 peak (1.27x" in reason_of(result, "at-fp32")
+
+
+def test_a_data_parallel_step_shorter_than_the_same_job_on_one_gpu_is_rejected(tmp_path):
+    """One V100 takes 0.40 s a step; four at 0.30 s are 1.33x faster per GPU than one: rejected. Four at
+    0.34 s (1.18x, inside the hosts' spread), four from another source or software and eight at
+    another batch (no one-GPU run of it) stand."""
+    one = dict(architecture="single", gpus_per_worker=1, gpus_per_node=1, intra_node_link=None)
+    rows = [row("one-a", measured_step_time_s=0.38, **one), row("one-b", measured_step_time_s=0.42, **one),
+            row("four-fast", measured_step_time_s=0.30), row("four", measured_step_time_s=0.34),
+            row("four-elsewhere", measured_step_time_s=0.30, source="lab"),
+            row("four-other-stack", measured_step_time_s=0.30, software="container 24.01"),
+            row("eight-b32", batch_size_per_gpu=32, gpus_per_worker=8, gpus_per_node=8, measured_step_time_s=0.1)]
+    result = load_runs(write_csv(tmp_path, rows))
+    assert sorted(set(result.rejected["source_id"])) == ["four-fast"]
+    assert reason_of(result, "four-fast").startswith(
+        "measured.step_time_s: 0.3 is not valid; 4 GPUs take a step 1.33x shorter than the same job on one GPU of this source (0.4 s)")
+    # Without the slower one-GPU run the median is 0.38 s: 0.38 / 0.34 = 1.12, still inside the spread.
+    keys, gpus = np.array(["k", "k", "k"]), np.array([1, 4, 4])
+    assert faster_than_one_gpu(keys, gpus, np.array([0.38, 0.34, 0.30]), np.ones(3, bool))[0].tolist() == [False, False, True]
 
 
 def test_models_resolve_through_the_given_workload_catalogue(tmp_path):

@@ -30,7 +30,12 @@ node; ``repeats`` is a whole number >= 1; ``spread_rel``,
 ``collected_at`` parses as an ISO date; (source, source_id) is unique; a
 GPU run's step is no shorter than its arithmetic at the GPU's dense peak
 (:func:`features.physics.arithmetic_floor_s`: a faster step was measured on
-another precision, batch or GPU count than the row states).
+another precision, batch or GPU count than the row states); and a
+data-parallel run on several GPUs is no faster per step than the same job
+(every job column but the GPU count and how the GPUs are joined, the same
+source and software) on one GPU, beyond the spread between hosts
+(:data:`ONE_GPU_STEP_SPREAD`, :func:`faster_than_one_gpu`): each GPU does the
+one-GPU work at the same per-GPU batch, plus its share of the all-reduce.
 Accepted rows carry catalogue names (``V100 16GB`` becomes ``V100-SXM2-16GB``)
 and lower-case choices; values a row leaves empty stay empty (the job spec's
 defaults apply when the row is used).
@@ -228,6 +233,7 @@ def validate_runs(
     resolved = resolve(jobs, cat)
     _check_run_parallelism(jobs, missing)
     _check_arithmetic_floor(jobs, resolved, cat)
+    _check_data_parallel_floor(jobs, raw, missing, resolved)
     _check_unique_ids(jobs, raw, missing)
 
     ok = jobs.ok
@@ -371,6 +377,65 @@ def _check_arithmetic_floor(jobs, resolved, cat: CatalogArrays) -> None:
             f"a step of {cols['model'][i]} at batch {cols['batch_size_per_gpu'][i]:.0f} needs at least {floor_s[i]:.3g} s "
             f"on {cat.device_names[resolved.device_index[i]]}, every FLOP at its dense {cols['precision'][i]} peak "
             f"({floor_s[i] / measured_s[i]:.2f}x the measured rate): a mislabelled precision, batch or GPU count",
+        )),
+    )  # fmt: skip
+
+
+#: How much shorter than its configuration's one-GPU step a data-parallel step may be before it cannot
+#: be what it says. On n GPUs each GPU does the one-GPU work at the same per-GPU batch plus its share
+#: of the all-reduce, so the step is never shorter; two runs of one configuration on different
+#: hosts differ, though: Lambda's configurations measured on three hosts or more keep 99% of their
+#: runs within 1.12x of the configuration's median, so a ratio of two runs may reach about 1.25x.
+ONE_GPU_STEP_SPREAD = 1.25
+
+#: Job columns that say how many GPUs run a data-parallel job and how they are joined; the job's
+#: configuration is every other job column.
+_SCALE_COLUMNS = (
+    "name", "architecture", "workers", "gpus_per_worker", "parameter_servers", "nodes", "gpus_per_node",
+    "intra_node_link", "network", "nics_per_node", "measured_step_time_s", "global_batch_size",
+)  # fmt: skip
+#: A tensor-, pipeline- or context-parallel layout splits a GPU's work: the rule is for data parallelism only.
+_LAYOUT_COLUMNS = (
+    "tensor_parallel", "pipeline_parallel", "context_parallel", "data_parallel", "pipeline_schedule",
+    "virtual_stages", "sequence_parallel", "activation_recompute", "sharding",
+)  # fmt: skip
+
+
+def faster_than_one_gpu(keys: np.ndarray, gpus: np.ndarray, step_time_s: np.ndarray, standing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-GPU rows whose step is shorter than their configuration's one-GPU step beyond :data:`ONE_GPU_STEP_SPREAD`.
+
+    ``keys`` names each row's configuration without its GPU count; the one-GPU
+    step is the median over the ``standing`` one-GPU rows of that key. Returns
+    the flags and each row's one-GPU step (NaN where its key has none: such a
+    row is never flagged).
+    """
+    frame = pd.DataFrame({"key": np.asarray(keys, object), "step": np.asarray(step_time_s, float)})
+    single = np.asarray(standing, bool) & (np.asarray(gpus) == 1) & np.isfinite(frame["step"].to_numpy())
+    one_gpu_s = frame["key"].map(frame[single].groupby("key")["step"].median()).to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        flagged = (np.asarray(gpus) > 1) & (one_gpu_s > ONE_GPU_STEP_SPREAD * frame["step"].to_numpy())
+    return flagged, one_gpu_s
+
+
+def _check_data_parallel_floor(jobs, raw: dict[str, np.ndarray], missing: dict[str, np.ndarray], resolved) -> None:
+    """A data-parallel step on several GPUs no shorter than the same job's one-GPU step of the same source (:func:`faster_than_one_gpu`)."""
+    layout = np.zeros(len(jobs.ok), bool)
+    for column in _LAYOUT_COLUMNS:
+        layout |= ~missing[column]
+    judged = jobs.ok & ~layout
+    columns = [c for c in JOB_COLUMNS if c not in _SCALE_COLUMNS and c not in _LAYOUT_COLUMNS]
+    frame = pd.DataFrame({"source": raw["source"], "software": raw["software"], **{c: jobs.columns[c] for c in columns}})
+    keys = frame.groupby(list(frame.columns), dropna=False, sort=False).ngroup().to_numpy()
+    measured_s = jobs.columns["measured_step_time_s"].astype(float)
+    gpus = np.nan_to_num(resolved.total_gpus)
+    flagged, one_gpu_s = faster_than_one_gpu(keys, gpus, measured_s, judged)
+    jobs.fail(
+        flagged & judged,
+        lambda i: str(SpecError(
+            field_path("measured_step_time_s"), float(f"{measured_s[i]:.4g}"),
+            f"{gpus[i]:.0f} GPUs take a step {one_gpu_s[i] / measured_s[i]:.2f}x shorter than the same job on one GPU of this "
+            f"source ({one_gpu_s[i]:.4g} s), more than the {ONE_GPU_STEP_SPREAD}x hosts differ by: data parallelism does each "
+            "GPU's one-GPU work, so a mislabelled GPU count, batch or throughput",
         )),
     )  # fmt: skip
 

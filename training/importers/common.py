@@ -181,31 +181,12 @@ def step_times(global_batch: np.ndarray, throughput: np.ndarray, per_sample: np.
     return np.where(np.isfinite(out) & (out > 0), out, np.nan)
 
 
-#: How much shorter than its configuration's one-GPU step a data-parallel step may be before it cannot
-#: be what it says. On n GPUs each GPU does the one-GPU work at the same per-GPU batch plus its share
-#: of the all-reduce, so the step is never shorter; two runs of one configuration on different
-#: hosts differ, though: Lambda's configurations measured on three hosts or more keep 99% of their
-#: runs within 1.12x of the configuration's median, so a ratio of two runs may reach about 1.25x.
-ONE_GPU_STEP_SPREAD = 1.25
-
-
-def faster_than_one_gpu(keys: np.ndarray, gpus: np.ndarray, step_time_s: np.ndarray, standing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-GPU rows whose step is shorter than their configuration's one-GPU step beyond host spread, and why.
-
-    ``keys`` names each row's configuration without its GPU count (model, GPU,
-    precision, per-GPU batch, software); the one-GPU step is the median over
-    the ``standing`` one-GPU rows of that key. A row with no one-GPU partner
-    is never flagged.
-    """
-    frame = pd.DataFrame({"key": np.asarray(keys, object), "step": np.asarray(step_time_s, float)})
-    single = np.asarray(standing, bool) & (np.asarray(gpus) == 1) & np.isfinite(frame["step"].to_numpy())
-    one_gpu = frame["key"].map(frame[single].groupby("key")["step"].median()).to_numpy(float)
+def one_gpu_detail(gpus: np.ndarray, step_time_s: np.ndarray, one_gpu_s: np.ndarray) -> np.ndarray:
+    """Why a row is faster per GPU than on one GPU (:func:`training.runs.faster_than_one_gpu`), for the row accounting."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = one_gpu / frame["step"].to_numpy()
-    flagged = (np.asarray(gpus) > 1) & (ratio > ONE_GPU_STEP_SPREAD)
-    detail = text("", np.asarray(gpus, float), " GPUs step ", np.round(frame["step"].to_numpy(), 4), " s, one GPU ",
-                  np.round(one_gpu, 4), " s at the same per-GPU batch (", np.round(ratio, 2), "x)")
-    return flagged, detail
+        ratio = one_gpu_s / step_time_s
+    return text("", np.asarray(gpus, float), " GPUs step ", np.round(step_time_s, 4), " s, one GPU ", np.round(one_gpu_s, 4),
+                " s at the same per-GPU batch (", np.round(ratio, 2), "x)")
 
 
 def catalogues(hardware: HardwareCatalog | None, workloads: WorkloadCatalog | None):

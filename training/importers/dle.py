@@ -57,7 +57,7 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
   README version, model table, GPU, precision, per-GPU batch and container
   by more than the spread between hosts
-  (:func:`training.importers.common.faster_than_one_gpu`) is excluded: the
+  (:func:`training.runs.faster_than_one_gpu`) is excluded: the
   TensorFlow BERT phase-1 FP32 rows on 4 to 16 V100s of a DGX-2 (1.35-1.37x
   the one-GPU rate per GPU, above 0.8 of the FP32 peak).
 """
@@ -75,10 +75,11 @@ from features.errors import SpecError
 from features.hardware import HardwareCatalog
 from features.workloads import WorkloadCatalog
 from training.importers.common import (
-    ImportResult, RowAccounting, attribute, catalogues, faster_than_one_gpu, given, map_unique, numbers, read_source, step_times, text,
+    ImportResult, RowAccounting, attribute, catalogues, given, map_unique, numbers, one_gpu_detail, read_source, step_times, text,
     units_per_sample,
 )  # fmt: skip
 from training.importers.networking import parse_host_networking
+from training.runs import faster_than_one_gpu
 
 DLE_SOURCE = "NVIDIA/DeepLearningExamples"
 DLE_HISTORY_SOURCE = "NVIDIA/DeepLearningExamples (older README versions)"
@@ -223,8 +224,8 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     configuration = text("", src["source"].to_numpy(object), "|", model_dir, "|", src["model_variant"].fillna("").to_numpy(object), "|",
                          src["gpu"].to_numpy(object), "|", precision, "|", framework, "|", batch, "|", src["container"].fillna("").to_numpy(object),
                          "|", src["xla"].fillna("").to_numpy(object))
-    superlinear, why = faster_than_one_gpu(configuration, total, step_time_s, rows.ok)
-    rows.exclude(superlinear, "faster per GPU than on one GPU", why)
+    superlinear, one_gpu_s = faster_than_one_gpu(configuration, total, step_time_s, rows.ok)
+    rows.exclude(superlinear, "faster per GPU than on one GPU", one_gpu_detail(total, step_time_s, one_gpu_s))
 
     multi_node = nodes > 1
     parsed = [_dgx_fabric(t) for t in src["interconnect_inferred"]]

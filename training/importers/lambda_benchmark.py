@@ -23,7 +23,7 @@
   gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
   suite version, GPU, model, precision and per-GPU batch by more than the
-  spread between hosts (:func:`training.importers.common.faster_than_one_gpu`)
+  spread between hosts (:func:`training.runs.faster_than_one_gpu`)
   is excluded: data parallelism cannot do a GPU's work faster than one GPU
   does it. BERT-base SQuAD at FP16 on 8 H100s (1.38x), H200s (2.5x) and B200s
   (2.1x), and NCF on 2 and 8 GPUs are such rows; the BERT-base excess grows
@@ -42,9 +42,10 @@ import pandas as pd
 from features.hardware import DeviceSpec, HardwareCatalog
 from features.workloads import WorkloadCatalog
 from training.importers.common import (
-    PER_SAMPLE_UNITS, SAMPLE_UNITS, ImportResult, RowAccounting, attribute, catalogues, faster_than_one_gpu, given,
-    has_precision, map_unique, numbers, pcie_link, read_source, step_times, text, units_per_sample,
+    PER_SAMPLE_UNITS, SAMPLE_UNITS, ImportResult, RowAccounting, attribute, catalogues, given,
+    has_precision, map_unique, numbers, one_gpu_detail, pcie_link, read_source, step_times, text, units_per_sample,
 )  # fmt: skip
+from training.runs import faster_than_one_gpu
 
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 
@@ -109,8 +110,8 @@ def import_lambda(
 
     precision = np.where(src["precision"].to_numpy(object) == "amp_fp16", "fp16", np.where(has_precision(devices, "tf32"), "tf32", "fp32"))
     configuration = text("", src["suite_version"].to_numpy(object), "|", src["gpu"].to_numpy(object), "|", model, "|", precision, "|", batch)
-    superlinear, why = faster_than_one_gpu(configuration, n_gpus, step_time_s, rows.ok)
-    rows.exclude(superlinear, "faster per GPU than on one GPU", why)
+    superlinear, one_gpu_s = faster_than_one_gpu(configuration, n_gpus, step_time_s, rows.ok)
+    rows.exclude(superlinear, "faster per GPU than on one GPU", one_gpu_detail(n_gpus, step_time_s, one_gpu_s))
     n = len(src)
     runs = {
         "name": source_id,
