@@ -7,6 +7,8 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from features.errors import SpecError
 from features.workloads import FIGURES, WorkloadCatalog
@@ -201,6 +203,27 @@ def test_a_data_parallel_step_shorter_than_the_same_job_on_one_gpu_is_rejected(t
     # Without the slower one-GPU run the median is 0.38 s: 0.38 / 0.34 = 1.12, still inside the spread.
     keys, gpus = np.array(["k", "k", "k"]), np.array([1, 4, 4])
     assert faster_than_one_gpu(keys, gpus, np.array([0.38, 0.34, 0.30]), np.ones(3, bool))[0].tolist() == [False, False, True]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([1, 2, 4, 8]), st.floats(0.01, 10.0)), min_size=1, max_size=30),
+    st.sampled_from([0.25, 0.5, 2.0, 1024.0]),  # powers of two: the scaled times are exact
+    st.randoms(use_true_random=False),
+)
+def test_one_gpu_flags_ignore_units_order_and_one_gpu_rows(rows, scale, rng):
+    """Invariants of :func:`faster_than_one_gpu`: a one-GPU row is never flagged, a flagged row is more than
+    1.25x shorter than its key's one-GPU median, and the flags do not depend on the time unit or row order."""
+    keys = np.array([k for k, _, _ in rows], object)
+    gpus = np.array([g for _, g, _ in rows])
+    steps = np.array([t for _, _, t in rows])
+    standing = np.ones(len(rows), bool)
+    flagged, one_gpu_s = faster_than_one_gpu(keys, gpus, steps, standing)
+    assert not flagged[gpus == 1].any()
+    assert (one_gpu_s[flagged] > 1.25 * steps[flagged]).all()
+    assert (faster_than_one_gpu(keys, gpus, steps * scale, standing)[0] == flagged).all()
+    order = np.arange(len(rows))
+    rng.shuffle(order)
+    assert (faster_than_one_gpu(keys[order], gpus[order], steps[order], standing)[0] == flagged[order]).all()
 
 
 def test_models_resolve_through_the_given_workload_catalogue(tmp_path):
