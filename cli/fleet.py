@@ -78,8 +78,8 @@ def fleet_command(
     else:
         chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain_as)
 
-    # The summary needs four columns; the report needs the jobs and their predictions.
-    keep = None if report is not None else [c for c in ("step_time_s", "memory_s", "speedup", "error")]
+    # The summary needs a few columns; the report needs the jobs and their predictions.
+    keep = None if report is not None else ["step_time_s", "memory_s", "speedup", "error", "measured_step_time_s", "lower_s", "upper_s"]
     kept = []
 
     def collect(stream):
@@ -95,7 +95,7 @@ def fleet_command(
     import pandas as pd
 
     scored = pd.concat(kept).reset_index(drop=True)
-    for line in fleet.summarize(scored, to, predictor.baseline, method=predictor.method).lines():
+    for line in fleet.summarize(scored, to, predictor.baseline, method=predictor.method, confidence_level=confidence_level).lines():
         typer.echo(line)
     for warning in predictor.warnings:
         typer.echo(f"warning: {warning}", err=True)

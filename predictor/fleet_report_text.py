@@ -9,6 +9,7 @@ import numpy as np
 
 from features.analytical import COMPONENTS
 from features.physics import STEP_PARTS
+from predictor.fleet_measured import MeasuredCheck
 from predictor.fleet_report_views import (
     PAI_COMMUNICATION_SHARE,
     PAI_ETHERNET_25_TO_100_SPEEDUP,
@@ -124,7 +125,38 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
     else:
         lines.append("No job gains under this scenario.")
     lines.append("")
+    if report.measured is not None and report.measured.jobs:
+        lines += _measured_section(report.measured)
     return "\n".join(lines)
+
+
+def _measured_section(m: MeasuredCheck) -> list[str]:
+    lines = [
+        "## Measured against predicted",
+        "",
+        f"{m.jobs:,} predicted jobs give a measured step (`measured_step_time_s`): the median measured step is "
+        f"{times(m.median_measured_over_predicted)} the predicted one, and the predictions are {pct(m.mape)} off on average "
+        "(mean |predicted / measured - 1|).",
+        "",
+    ]
+    if m.with_interval:
+        n = m.with_interval
+        expected = 1.0 - m.confidence_level
+        lines += [
+            *_markdown_table(
+                ["where the measured step falls", "jobs", "share", "a calibrated model"],
+                [
+                    [f"inside the {m.confidence_level:.0%} interval", f"{m.inside:,}", pct(m.inside / n), pct(m.confidence_level)],
+                    ["slower than the interval allows", f"{m.slower:,}", pct(m.slower / n), f"about {pct(expected / 2)}"],
+                    ["faster than the interval allows", f"{m.faster:,}", pct(m.faster / n), f"about {pct(expected / 2)}"],
+                ],
+            ),
+            "",
+            "A job slower than its interval runs below what its hardware should give it, or is one the model has wrong; "
+            "many on one side say which way the model leans on this fleet.",
+            "",
+        ]
+    return lines
 
 
 def _roofline_section(report: FleetReport, image: str) -> list[str]:

@@ -17,6 +17,7 @@ from features.resolve import resolve
 from features.table import RULES, JobTable, check_column, validate_columns
 from predictor.fleet_configs import distinct_configs
 from predictor.fleet_layout import LAYOUT_PARTS, layout_parts_s
+from predictor.fleet_measured import MeasuredCheck, measured_check
 from predictor.fleet_scoring import score_frame
 
 #: Wang et al. 2019, abstract: communication "takes almost 62% of the total execution time ... on average".
@@ -97,6 +98,8 @@ class FleetReport:
     top_gains: pd.DataFrame
     total_gain: float
     files: list[str]
+    #: The fleet's measured steps against the predictions (``jobs`` 0 where it gives none).
+    measured: MeasuredCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +121,7 @@ class FleetReport:
             "total_gain": self.total_gain,
             "top_gains": json.loads(self.top_gains.to_json(orient="records")),
             "files": self.files,
+            "measured": None if self.measured is None else self.measured.to_dict(),
         }
 
 
@@ -368,4 +372,5 @@ def build_report(
         top_gains=table,
         total_gain=total,
         files=[],
+        measured=measured_check(scored, confidence_level),
     )

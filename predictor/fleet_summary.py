@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from predictor.fleet_measured import MeasuredCheck, measured_check
+
+
 @dataclass(frozen=True)
 class FleetSummary:
     """What a scoring run found, for the terminal."""
@@ -28,6 +31,8 @@ class FleetSummary:
     method: str = "analytical"
     #: Predicted layout jobs (answered by the analytical layout model, :mod:`predictor.fleet_layout`).
     layout_rows: int = 0
+    #: The fleet's measured steps against the predictions (:mod:`predictor.fleet_measured`).
+    measured: MeasuredCheck | None = None
 
     def lines(self) -> list[str]:
         out = [
@@ -49,6 +54,9 @@ class FleetSummary:
                 out.append(f"{what}: no job could be scored under this scenario")
             if self.not_applicable:
                 out.append(f"{what}: does not apply to {self.not_applicable:,} predicted jobs (reason in the error column)")
+        measured = self.measured.line() if self.measured is not None else None
+        if measured:
+            out.append(measured)
         if self.first_errors:
             out.append(f"rows with an error: {self.error_rows:,}; the first:")
         for row, message in self.first_errors:
@@ -60,8 +68,12 @@ _OVERLAP_TEXT = {"none": "PAI additive", "overlapped": "overlapped", "roofline":
 _METHOD_TEXT = {"analytical": "analytical model", "learned": "analytical model x learned residual"}
 
 
-def summarize(scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none", first: int = 5, method: str = "analytical") -> FleetSummary:
-    """Rows, failures (the first few errors with their row numbers), median step time and the speedup spread."""
+def summarize(
+    scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none", first: int = 5, method: str = "analytical",
+    confidence_level: float = 0.9,
+) -> FleetSummary:
+    """Rows, failures (the first few errors with their row numbers), median step time, the speedup spread and,
+    where the fleet gives measured steps, how the predictions meet them."""
     errors = scored["error"]
     has_error = errors.notna().to_numpy()
     positions = np.flatnonzero(has_error)[:first]
@@ -89,4 +101,5 @@ def summarize(scored: pd.DataFrame, to: Sequence[str] = (), overlap: str = "none
         overlap=overlap,
         method=method,
         layout_rows=int(layout.sum()),
+        measured=measured_check(scored, confidence_level),
     )
