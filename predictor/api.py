@@ -75,6 +75,10 @@ class TableSpeedup:
     p_speedup_gt_1: np.ndarray | None = None
     #: Share of the learned correction's change the speedup keeps (its what-if kind's); None: analytical.
     share: np.ndarray | None = None
+    #: The target's samples per step over the baseline's (GPU count or batch changed: not 1).
+    samples_ratio: np.ndarray | None = None
+    #: P(the target processes more samples per second); None: analytical.
+    p_more_throughput: np.ndarray | None = None
 
     @property
     def errors(self) -> np.ndarray:
@@ -177,11 +181,14 @@ class Predictor:
                 _attach_learned(result, learned)
         _fail_non_finite(baseline)
         _fail_non_finite(target)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples_ratio = target.global_batch_size / baseline.global_batch_size
         result = TableSpeedup(
             baseline=baseline,
             target=target,
             target_table=target_table,
             speedup=baseline.step_time_s / target.step_time_s,
+            samples_ratio=samples_ratio,
         )
         if self.artefact is not None:
             from predictor.learned import predict_speedup
@@ -193,10 +200,12 @@ class Predictor:
                 {**table.columns, "total_gpus": baseline.resolved.total_gpus},
                 {**target_table.columns, "total_gpus": target.resolved.total_gpus},
                 self.confidence_level,
+                samples_ratio,
             )
             result.speedup = learned.speedup
             result.speedup_lower, result.speedup_upper = learned.lower, learned.upper
             result.p_speedup_gt_1 = learned.p_speedup_gt_1
+            result.p_more_throughput = learned.p_more_throughput
             result.share = learned.share
             # The target's time is the baseline's over the speedup (a what-if keeps its kind's share of the
             # correction's change), its interval moved with it.
@@ -251,6 +260,8 @@ class Predictor:
             speedup_upper=optional(result.speedup_upper),
             p_speedup_gt_1=optional(result.p_speedup_gt_1),
             confidence_level=baseline.confidence_level,
+            samples_per_step_ratio=float(result.samples_ratio[0]),
+            p_more_throughput=optional(result.p_more_throughput),
         )
 
     def _prediction(self, result: TablePrediction, row: int, name: str, measured: float | None) -> Prediction:

@@ -45,12 +45,13 @@ class CalibrationTable:
             high[rows] = y_hat[rows] + np.interp(100.0 - alpha, PERCENTILES, self.upper[name])
         return low, high
 
-    def probability_above(self, y_hat: np.ndarray, bins: np.ndarray, threshold: float) -> np.ndarray:
-        """P(y > threshold) under each row's conformal predictive distribution."""
+    def probability_above(self, y_hat: np.ndarray, bins: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
+        """P(y > threshold) under each row's conformal predictive distribution (one threshold, or one per row)."""
         out = np.empty(len(y_hat))
+        thresholds = np.broadcast_to(np.asarray(threshold, float), np.shape(y_hat))
         for name, rows in _bin_rows(bins):
             middle = (self.lower[name] + self.upper[name]) / 2.0
-            below = np.interp(threshold - y_hat[rows], middle, PERCENTILES, left=0.0, right=100.0)
+            below = np.interp(thresholds[rows] - y_hat[rows], middle, PERCENTILES, left=0.0, right=100.0)
             out[rows] = 1.0 - below / 100.0
         return out
 

@@ -204,6 +204,8 @@ class LearnedSpeedup:
     upper: np.ndarray
     p_speedup_gt_1: np.ndarray
     share: np.ndarray  # of the learned correction's change, per what-if (1 where none was estimated)
+    #: P(the target processes more samples per second): P(speedup x samples_ratio > 1).
+    p_more_throughput: np.ndarray | None = None
 
 
 def predict_speedup(
@@ -213,12 +215,15 @@ def predict_speedup(
     base_columns: dict[str, np.ndarray],
     target_columns: dict[str, np.ndarray],
     confidence_level: float,
+    samples_ratio: np.ndarray | None = None,
 ) -> LearnedSpeedup:
     """Speedup = the physics' speedup times the kind's share of the correction's change
     (:func:`predictor.calibration.pair_share`), its log calibrated on measured pairs.
 
     The change is that of the whole corrections, faded by the share of the
     correction the less familiar side keeps (:func:`pair_correction_change`).
+    ``samples_ratio`` (the target's samples per step over the baseline's, 1 where
+    not given) sets the threshold of ``p_more_throughput``.
     """
     kinds = pair_kind(base_columns, target_columns)
     log_ratio = base.log_step_time_s - target.log_step_time_s
@@ -231,18 +236,22 @@ def predict_speedup(
             change = log_ratio - physics_ratio
         log_ratio = physics_ratio + share * change
     table = artefact.speedup_calibration
+    # Throughput grows past 1x where log speedup > -log(samples ratio).
+    more_samples = -np.log(np.ones(len(log_ratio)) if samples_ratio is None else np.asarray(samples_ratio, float))
     if table is None:  # no pairs to calibrate on: the step-time intervals bound the ratio
         low = np.log(base.lower_s) - np.log(target.upper_s)
         high = np.log(base.upper_s) - np.log(target.lower_s)
         p = np.where(log_ratio > 0, 1.0, 0.0)
+        p_more = np.where(log_ratio > more_samples, 1.0, 0.0)
     else:
         bins = pair_bins(table, kinds)
         bins[_pooled(base) | _pooled(target)] = POOLED
         low, high = table.interval(log_ratio, bins, confidence_level)
         p = table.probability_above(log_ratio, bins, 0.0)
+        p_more = table.probability_above(log_ratio, bins, more_samples)
     # The identity what-if has the same features on both sides, so its log ratio is exactly 0 already;
     # its interval is the point 1.0x (nothing changes), and nothing makes it faster.
     identity = kinds == IDENTITY
     low[identity] = high[identity] = 0.0
-    p[identity] = 0.0
-    return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p, share)
+    p[identity] = p_more[identity] = 0.0
+    return LearnedSpeedup(np.exp(log_ratio), np.exp(low), np.exp(high), p, share, p_more)

@@ -96,12 +96,22 @@ def verdict(speedup: float) -> str:
 
 def print_speedup(result: SpeedupPrediction) -> None:
     base, target = result.baseline, result.target
-    line = f"[bold]{safe_text(base.name)}[/bold] -> {safe_text(' + '.join(result.scenario))}: {verdict(result.speedup)}"
-    if result.speedup_lower is not None:
-        line += (
-            f" (speedup {result.speedup:.2f}, {result.confidence_level:.0%} interval "
-            f"{result.speedup_lower:.2f}-{result.speedup_upper:.2f}, P(faster) {result.p_speedup_gt_1:.0%})"
-        )
+    line = f"[bold]{safe_text(base.name)}[/bold] -> {safe_text(' + '.join(result.scenario))}: "
+    if result.changes_samples_per_step:  # a step is another amount of work: the answer is throughput
+        r = result.samples_per_step_ratio
+        line += f"{result.throughput_ratio:.2f}x the throughput ({r:.3g}x the samples per step, each step {verdict(result.speedup)})"
+        if result.speedup_lower is not None:
+            line += (
+                f" (throughput ratio {result.throughput_ratio:.2f}, {result.confidence_level:.0%} interval "
+                f"{result.speedup_lower * r:.2f}-{result.speedup_upper * r:.2f}, P(more throughput) {result.p_more_throughput:.0%})"
+            )
+    else:
+        line += verdict(result.speedup)
+        if result.speedup_lower is not None:
+            line += (
+                f" (speedup {result.speedup:.2f}, {result.confidence_level:.0%} interval "
+                f"{result.speedup_lower:.2f}-{result.speedup_upper:.2f}, P(faster) {result.p_speedup_gt_1:.0%})"
+            )
     _console.print(line)
     table = Table(title_justify="left")
     table.add_column("")

@@ -94,7 +94,14 @@ class Prediction:
 
 @dataclass(frozen=True)
 class SpeedupPrediction:
-    """Baseline against a what-if target; speedup = baseline time / target time."""
+    """Baseline against a what-if target; speedup = baseline time / target time (per step).
+
+    A what-if that changes the samples a step processes (the GPU count of a
+    data-parallel job, the per-GPU batch) changes what a step is: there the
+    question is throughput, ``throughput_ratio`` = speedup x
+    ``samples_per_step_ratio``, the target's samples per second over the
+    baseline's, with the speedup's interval scaled by the same exact factor.
+    """
 
     baseline: Prediction
     target: Prediction
@@ -105,6 +112,18 @@ class SpeedupPrediction:
     speedup_upper: float | None = None
     p_speedup_gt_1: float | None = None
     confidence_level: float | None = None
+    #: The target's samples per step over the baseline's (1 unless the GPU count or batch changes).
+    samples_per_step_ratio: float = 1.0
+    #: P(the target processes more samples per second).
+    p_more_throughput: float | None = None
+
+    @property
+    def changes_samples_per_step(self) -> bool:
+        return f"{self.samples_per_step_ratio:.6g}" != "1"
+
+    @property
+    def throughput_ratio(self) -> float:
+        return self.speedup * self.samples_per_step_ratio
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -113,12 +132,17 @@ class SpeedupPrediction:
             "baseline_step_time_s": self.baseline.step_time_s,
             "target_step_time_s": self.target.step_time_s,
             "speedup": self.speedup,
+            "samples_per_step_ratio": self.samples_per_step_ratio,
+            "throughput_ratio": self.throughput_ratio,
         }
         if self.speedup_lower is not None:
             out.update(
                 speedup_lower=self.speedup_lower,
                 speedup_upper=self.speedup_upper,
                 p_speedup_gt_1=self.p_speedup_gt_1,
+                throughput_ratio_lower=self.speedup_lower * self.samples_per_step_ratio,
+                throughput_ratio_upper=self.speedup_upper * self.samples_per_step_ratio,
+                p_throughput_gt_1=self.p_more_throughput,
                 confidence_level=self.confidence_level,
             )
         out["baseline"] = self.baseline.to_dict()

@@ -392,3 +392,44 @@ def test_a_what_ifs_target_time_is_the_baseline_over_the_speedup(ps_job):
         result = Predictor().speedup(ps_job, to)
         assert result.baseline.step_time_s / result.target.step_time_s == pytest.approx(result.speedup, rel=1e-9)
         assert result.target.lower_s < result.target.step_time_s < result.target.upper_s
+
+
+def test_a_what_if_that_changes_the_samples_per_step_is_answered_in_throughput():
+    """One V100 at batch 256 to eight: 8x the samples per step, so the throughput ratio is the speedup x 8,
+    its interval the speedup's x 8, and more throughput is at least as likely as a faster step."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from predictor import Predictor
+
+    predictor = Predictor()
+    single = "examples/jobs/resnet50-single.json"
+    out = predictor.speedup(single, ["workers=8", "architecture=allreduce-local"])
+    assert out.samples_per_step_ratio == 8.0 and out.changes_samples_per_step
+    assert out.throughput_ratio == pytest.approx(out.target.throughput_samples_per_s / out.baseline.throughput_samples_per_s, rel=1e-9)
+    assert out.throughput_ratio == pytest.approx(8 * out.speedup, rel=1e-12)
+    as_json = out.to_dict()
+    assert as_json["throughput_ratio_lower"] == pytest.approx(8 * out.speedup_lower)
+    assert as_json["throughput_ratio_upper"] == pytest.approx(8 * out.speedup_upper)
+    assert out.p_more_throughput >= out.p_speedup_gt_1 and out.p_more_throughput > 0.95
+    line = CliRunner().invoke(app, ["speedup", "--job", single, "--to", "workers=8", "--to", "architecture=allreduce-local"]).stdout.splitlines()[0]
+    assert line.startswith(f"resnet50-single-v100 -> workers=8 + architecture=allreduce-local: {out.throughput_ratio:.2f}x the throughput "
+                           "(8x the samples per step, each step ")
+    # Half the batch: half the samples per step; a faster step is likelier than more throughput.
+    half = predictor.speedup(single, ["batch_size_per_gpu=128"])
+    assert half.samples_per_step_ratio == 0.5 and half.p_more_throughput <= half.p_speedup_gt_1
+    # A what-if that keeps the samples per step (a link, a GPU) keeps the step's wording and numbers.
+    same = predictor.speedup("examples/jobs/resnet50-ps.json", ["allreduce-nvlink"])
+    assert not same.changes_samples_per_step and same.throughput_ratio == same.speedup
+    assert same.to_dict()["p_throughput_gt_1"] == pytest.approx(same.p_speedup_gt_1)
+
+
+def test_probability_above_takes_one_threshold_per_row():
+    """The shipped speedup calibration, asked at five thresholds at once, answers as asked one by one, and falls."""
+    calibration = load_artefact("models/default").speedup_calibration
+    y = np.zeros(5)
+    bins = np.full(5, POOLED, object)
+    thresholds = np.array([-0.5, -0.1, 0.0, 0.1, 0.5])
+    per_row = calibration.probability_above(y, bins, thresholds)
+    assert per_row.tolist() == [calibration.probability_above(y[:1], bins[:1], t)[0] for t in thresholds]
+    assert (np.diff(per_row) <= 0).all() and per_row[0] > per_row[-1]
