@@ -79,7 +79,9 @@ def fleet_command(
         chunks = fleet.iter_scored_dask(jobs, to, overlap, scheduler, model=model, confidence_level=confidence_level, explain=explain_as)
 
     # The summary needs a few columns; the report needs the jobs and their predictions.
-    keep = None if report is not None else ["step_time_s", "memory_s", "speedup", "error", "measured_step_time_s", "lower_s", "upper_s"]
+    keep = None if report is not None else [
+        "step_time_s", "memory_s", "speedup", "throughput_ratio", "error", "measured_step_time_s", "lower_s", "upper_s",
+    ]
     kept = []
 
     def collect(stream):

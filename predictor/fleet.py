@@ -31,7 +31,10 @@ Output columns:
   ``bottleneck_link``, ``total_gpus``;
 * with a scenario: ``target_step_time_s``, ``speedup`` (baseline / target
   time; ``speedup_lower``, ``speedup_upper``, ``p_speedup_gt_1`` with a
-  learned model), ``target_bottleneck``, ``target_total_gpus``; a row whose
+  learned model), ``throughput_ratio`` (target / baseline samples per
+  second: the speedup times the ratio of samples per step, which the GPU
+  count or batch of a what-if changes), ``target_bottleneck``,
+  ``target_total_gpus``; a row whose
   target fails (say, ``allreduce-nvlink`` on a GPU without NVLink) keeps its
   baseline and gets NaN here, with the reason in ``error``;
 * ``extrapolation``: with a learned model, why a job lies outside its

@@ -32,6 +32,9 @@ BASELINE_COLUMNS = (
 SCENARIO_COLUMNS = (
     "target_step_time_s",
     "speedup",
+    # The target's samples per second over the baseline's: the speedup times the ratio of samples per
+    # step, which differs from it where the what-if changes the GPU count or the batch.
+    "throughput_ratio",
     "speedup_lower",
     "speedup_upper",
     "p_speedup_gt_1",

@@ -91,7 +91,7 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
     arrays, None where none) and each configuration's error (None where fine).
     """
     names = ("step_time_s", "throughput_samples_per_s", "compute_s", "comm_s", "total_gpus",
-             "target_step_time_s", "speedup", "target_total_gpus")  # fmt: skip
+             "target_step_time_s", "speedup", "throughput_ratio", "target_total_gpus")  # fmt: skip
     numbers = {name: np.full(k, np.nan) for name in names}
     labels = {name: np.full(k, None, object) for name in ("bottleneck", "target_bottleneck")}
     rows, errors = job_rows(distinct, k)
@@ -120,6 +120,7 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
             continue
         _write(numbers, labels, i, target, "target_")
         numbers["speedup"][i] = base.step_time_s / target.step_time_s
+        numbers["throughput_ratio"][i] = numbers["speedup"][i] * target.job.layout.global_batch_size / base.job.layout.global_batch_size
     return {**numbers, **labels}, errors
 
 

@@ -116,6 +116,7 @@ def _score_data_parallel(
     if target is not None:
         numbers["target_step_time_s"] = target.step_time_s
         numbers["speedup"] = result.speedup
+        numbers["throughput_ratio"] = result.speedup * result.samples_ratio
         for name in ("speedup_lower", "speedup_upper", "p_speedup_gt_1"):
             if getattr(result, name) is not None:
                 numbers[name] = getattr(result, name)

@@ -33,6 +33,8 @@ class FleetSummary:
     layout_rows: int = 0
     #: The fleet's measured steps against the predictions (:mod:`predictor.fleet_measured`).
     measured: MeasuredCheck | None = None
+    #: Median throughput ratio where the scenario changes some job's samples per step (else NaN).
+    median_throughput_ratio: float = float("nan")
 
     def lines(self) -> list[str]:
         out = [
@@ -46,10 +48,13 @@ class FleetSummary:
         if self.scenario:
             what = " + ".join(self.scenario)
             if self.scored_speedups:
+                per_step = "" if np.isnan(self.median_throughput_ratio) else " per step"
                 out.append(
-                    f"{what}: {self.scored_speedups:,} jobs, median speedup {self.median_speedup:.2f}x "
+                    f"{what}: {self.scored_speedups:,} jobs, median speedup{per_step} {self.median_speedup:.2f}x "
                     f"(mean {self.mean_speedup:.2f}x), {self.share_faster:.0%} faster, {self.share_slower:.0%} slower"
                 )
+                if per_step:
+                    out.append(f"{what}: changes the samples per step; median throughput ratio {self.median_throughput_ratio:.2f}x")
             else:
                 out.append(f"{what}: no job could be scored under this scenario")
             if self.not_applicable:
@@ -85,6 +90,8 @@ def summarize(
     speedup = scored["speedup"].to_numpy(float) if "speedup" in scored else np.full(len(scored), np.nan)
     scored_speedup = speedup[np.isfinite(speedup)]
     some = len(scored_speedup) > 0
+    throughput = scored["throughput_ratio"].to_numpy(float) if "throughput_ratio" in scored else speedup
+    changed = np.isfinite(speedup) & (np.abs(throughput - speedup) > 1e-9 * np.abs(speedup))
     return FleetSummary(
         rows=len(scored),
         failed_rows=int((~predicted).sum()),
@@ -102,4 +109,5 @@ def summarize(
         method=method,
         layout_rows=int(layout.sum()),
         measured=measured_check(scored, confidence_level),
+        median_throughput_ratio=float(np.median(throughput[np.isfinite(speedup)])) if changed.any() else float("nan"),
     )

@@ -105,6 +105,24 @@ def test_a_fleet_row_gets_the_single_job_answer(ps_job):
         assert scored.loc[i, "throughput_samples_per_s"] == pytest.approx(8 * 64 / single.baseline.step_time_s)
 
 
+def test_a_fleet_scenario_that_changes_the_samples_per_step_gives_the_single_jobs_throughput_ratio(ps_job):
+    """Twice the workers at the same per-GPU batch: the throughput ratio is the step speedup x 2, as one job's."""
+    frame = pd.DataFrame([flatten(job_from_dict(ps_job))] * 2)
+    predictor = Predictor()
+    scored = score_frame(frame, ["workers=16"])
+    single = predictor.speedup(ps_job, ["workers=16"])
+    assert single.samples_per_step_ratio == 2.0
+    assert scored["throughput_ratio"].tolist() == pytest.approx([single.throughput_ratio] * 2, rel=1e-9)
+    assert scored["throughput_ratio"].tolist() == pytest.approx((2 * scored["speedup"]).tolist(), rel=1e-12)
+    lines = summarize(scored, ["workers=16"]).lines()
+    assert lines[2].startswith("workers=16: 2 jobs, median speedup per step")
+    assert lines[3] == f"workers=16: changes the samples per step; median throughput ratio {single.throughput_ratio:.2f}x"
+    # A scenario that keeps the samples per step reads as before and its throughput ratio is the speedup.
+    same = score_frame(frame, ["allreduce-nvlink"])
+    assert (same["throughput_ratio"] == same["speedup"]).all()
+    assert not any("samples per step" in line for line in summarize(same, ["allreduce-nvlink"]).lines())
+
+
 def test_chunks_and_shuffles_do_not_change_answers(fleet):
     whole = score_frame(fleet, ["ethernet-100g"], **ANALYTICAL)
     chunked = score_fleet(fleet, ["ethernet-100g"], chunk_rows=70, progress=False, **ANALYTICAL)

@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 
 runner = CliRunner()
 NUMBER_COLUMNS = ("step_time_s", "lower_s", "upper_s", "throughput_samples_per_s", "io_s", "compute_s", "total_gpus")
-SCENARIO_NUMBERS = ("target_step_time_s", "speedup", "speedup_lower", "speedup_upper", "p_speedup_gt_1", "target_total_gpus")
+SCENARIO_NUMBERS = ("target_step_time_s", "speedup", "throughput_ratio", "speedup_lower", "speedup_upper", "p_speedup_gt_1", "target_total_gpus")
 
 
 @pytest.fixture
