@@ -170,6 +170,8 @@ class SpeedupExplanation:
     analytical_speedup: float
     #: Share of the learned correction's change the what-if keeps (``predictor.calibration.pair_share``).
     share: float = 1.0
+    #: The target's samples per step over the baseline's (the speedup explained is per step).
+    samples_per_step_ratio: float = 1.0
 
     @property
     def correction_share(self) -> float:
@@ -217,6 +219,9 @@ class SpeedupExplanation:
                 f"; the learned residual adjusts it by x{self.speedup / self.analytical_speedup:.2f} "
                 f"(x{base:.2f} its base rate, x{factors[family]:.2f} through {family}, the largest family)"
             )
+        if f"{self.samples_per_step_ratio:.6g}" != "1":
+            r = self.samples_per_step_ratio
+            text += f"; that is per step: with {r:.3g}x the samples per step, {self.speedup * r:.2f}x the throughput"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,6 +231,8 @@ class SpeedupExplanation:
             "analytical_speedup": self.analytical_speedup,
             "family_speedup_factors": self.family_speedup_factors,
             "correction_share": self.correction_share,
+            "samples_per_step_ratio": self.samples_per_step_ratio,
+            "throughput_ratio": self.speedup * self.samples_per_step_ratio,
             "summary": self.summary(),
             "baseline": self.baseline.to_dict(),
             "target": self.target.to_dict(),
@@ -289,6 +296,7 @@ def explain(predictor: Predictor, job: JobLike, to: Sequence[str] | None = None)
         speedup=float(result.speedup[0]),
         analytical_speedup=base.analytical_step_time_s / target.analytical_step_time_s,
         share=1.0 if result.share is None else float(result.share[0]),
+        samples_per_step_ratio=float(result.samples_ratio[0]),
     )
 
 

@@ -184,3 +184,15 @@ def test_an_input_bound_step_is_said_to_be_bound_by_its_input():
     )
     parts.update({"input": 0.0, "matrix operators": 1.1})
     assert e.summary() == "matrix operators dominate: 55% of the analytical step (2 s)"
+
+
+def test_a_speedup_explanation_names_the_throughput_where_the_samples_per_step_change():
+    predictor = Predictor()
+    single = "examples/jobs/resnet50-single.json"
+    steps = ["workers=8", "architecture=allreduce-local"]
+    why = explain(predictor, single, steps)
+    result = predictor.speedup(single, steps)
+    assert why.samples_per_step_ratio == 8.0 and why.speedup == pytest.approx(result.speedup, rel=1e-12)
+    assert why.summary().endswith(f"; that is per step: with 8x the samples per step, {result.throughput_ratio:.2f}x the throughput")
+    assert why.to_dict()["throughput_ratio"] == pytest.approx(result.throughput_ratio, rel=1e-12)
+    assert "samples per step" not in explain(predictor, "examples/jobs/resnet50-ps.json", ["allreduce-nvlink"]).summary()
