@@ -75,14 +75,19 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
 
     if report.scenario is not None:
         v = report.scenario
+        per_sample = v.measure != "speedup"
         lines += [
             f"## Scenario: {v.scenario}",
             "",
             f"{v.jobs:,} jobs scored under the scenario ({v.not_applicable:,} where it does not apply). "
-            f"Median speedup {times(v.median_speedup)}, mean {times(v.mean_speedup)}; {pct(v.share_faster)} of jobs faster "
-            f"({pct(v.share_faster_gpu_time)} of GPU time); the fleet's GPU time shrinks {times(v.gpu_time_speedup)}."
+            + ("The scenario changes the samples per step, so the figures compare throughput (the same samples take "
+               "another number of steps). " if per_sample else "")
+            + f"Median {v.measure} {times(v.median_speedup)}, mean {times(v.mean_speedup)}; {pct(v.share_faster)} of jobs "
+            f"{'with more throughput' if per_sample else 'faster'} "
+            f"({pct(v.share_faster_gpu_time)} of GPU time); the fleet's GPU time for the same samples shrinks {times(v.gpu_time_speedup)}."
             + (
-                f" {pct(v.share_faster_at_lower_bound)} are faster even at the lower end of their speedup interval."
+                f" {pct(v.share_faster_at_lower_bound)} are {'ahead' if per_sample else 'faster'} even at the lower end of "
+                f"their {v.measure} interval."
                 if v.share_faster_at_lower_bound is not None
                 else ""
             ),

@@ -69,6 +69,9 @@ class SpeedupView:
     share_faster_at_lower_bound: float | None = None
     study: dict[str, float] = field(default_factory=dict)
     speedups: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    #: What the numbers are: "speedup" (per step), or "throughput ratio" where the scenario changes the
+    #: samples per step (the same samples then take another number of steps).
+    measure: str = "speedup"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -229,6 +232,7 @@ def _speedup_view(
     gpu_ratio: np.ndarray | None = None,
     study: dict | None = None,
     lower: np.ndarray | None = None,
+    measure: str = "speedup",
 ) -> SpeedupView:
     """Summary of ``speedup`` (NaN where the scenario does not apply) with GPU-time weights."""
     ok = np.isfinite(speedup)
@@ -250,6 +254,7 @@ def _speedup_view(
         share_faster_at_lower_bound=surely,
         study=study or {},
         speedups=s,
+        measure=measure,
     )
 
 
@@ -293,11 +298,15 @@ def ethernet_upgrade_view(scored: pd.DataFrame, weights: Weights, architecture: 
     )
 
 
-def top_gains(scored: pd.DataFrame, weights: Weights, speedup: np.ndarray, gpu_ratio: np.ndarray, n: int = TOP_JOBS) -> tuple[pd.DataFrame, float]:
+def top_gains(
+    scored: pd.DataFrame, weights: Weights, speedup: np.ndarray, gpu_ratio: np.ndarray, n: int = TOP_JOBS, measure: str = "speedup",
+) -> tuple[pd.DataFrame, float]:
     """The ``n`` jobs that would save the most GPU time, and the fleet's net saving.
 
     A job's saving is its GPU time x (1 - target GPUs / baseline GPUs /
-    speedup): the same work at the target's step time and GPU count.
+    speedup): the same samples at the target's throughput and GPU count
+    (``speedup`` is the throughput ratio where the scenario changes the samples
+    per step, and ``measure`` names it).
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         gain = weights.values * (1.0 - gpu_ratio / speedup)
@@ -308,7 +317,7 @@ def top_gains(scored: pd.DataFrame, weights: Weights, speedup: np.ndarray, gpu_r
     table = scored.iloc[order][shown].copy()
     table = table.astype({c: object for c in shown})
     table["total_gpus"] = scored["total_gpus"].to_numpy(float)[order]
-    table["speedup"] = speedup[order]
+    table[measure] = speedup[order]
     table[weights.unit] = weights.values[order]
     table[f"{weights.unit} saved"] = gain[order]
     table.insert(0, "row", order)
@@ -341,11 +350,18 @@ def build_report(
     scenario_view = None
     if to and "speedup" in scored.columns:
         speedup = scored["speedup"].to_numpy(float)
+        # Where the scenario changes the samples per step, the same samples take another number of
+        # steps: the view and the GPU time saved compare throughput, not steps.
+        throughput = scored["throughput_ratio"].to_numpy(float) if "throughput_ratio" in scored.columns else speedup
+        per_sample = bool((np.isfinite(speedup) & (np.abs(throughput - speedup) > 1e-9 * np.abs(speedup))).any())
+        measure = "throughput ratio" if per_sample else "speedup"
+        samples = throughput / speedup if per_sample else np.ones(len(speedup))
+        values = throughput if per_sample else speedup
         ratio = scored["target_total_gpus"].to_numpy(float) / scored["total_gpus"].to_numpy(float)
         valid = np.isfinite(step)
-        lower = scored["speedup_lower"].to_numpy(float)[valid] if "speedup_lower" in scored.columns else None
-        scenario_view = _speedup_view("Scenario", " + ".join(to), speedup[valid], weights.values[valid], ratio[valid], lower=lower)
-        table, total = top_gains(scored, weights, speedup, ratio)
+        lower = (scored["speedup_lower"].to_numpy(float) * samples)[valid] if "speedup_lower" in scored.columns else None
+        scenario_view = _speedup_view("Scenario", " + ".join(to), values[valid], weights.values[valid], ratio[valid], lower=lower, measure=measure)
+        table, total = top_gains(scored, weights, values, ratio, measure=measure)
         gain_scenario = " + ".join(to)
     else:
         mask = (architecture == "ps-worker") & np.isfinite(step)

@@ -123,6 +123,23 @@ def test_a_fleet_scenario_that_changes_the_samples_per_step_gives_the_single_job
     assert not any("samples per step" in line for line in summarize(same, ["allreduce-nvlink"]).lines())
 
 
+def test_a_scale_out_report_counts_gpu_time_for_the_same_samples(tmp_path, ps_job):
+    """Eight workers to sixteen at the same per-GPU batch: twice the GPUs and twice the samples per step. The
+    report compares throughput, and a job's GPU time for the same samples changes by 2 / throughput ratio."""
+    frame = pd.DataFrame([flatten(job_from_dict(ps_job))] * 3).assign(name=["a", "b", "c"], gpu_hours=[10.0, 20.0, 30.0])
+    scored = score_frame(frame, ["workers=16"])
+    report = write_report(scored, tmp_path / "report", ["workers=16"])
+    throughput = scored["throughput_ratio"].to_numpy(float)
+    assert report.scenario.measure == "throughput ratio"
+    assert report.scenario.median_speedup == pytest.approx(float(np.median(throughput)))
+    saved = np.array([10.0, 20.0, 30.0]) * (1.0 - 2.0 / throughput)
+    assert report.total_gain == pytest.approx(float(saved.sum()))
+    assert report.scenario.gpu_time_speedup == pytest.approx(60.0 / float(np.sum(np.array([10.0, 20.0, 30.0]) * 2.0 / throughput)))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "The scenario changes the samples per step, so the figures compare throughput" in text
+    assert "Median throughput ratio" in text
+
+
 def test_chunks_and_shuffles_do_not_change_answers(fleet):
     whole = score_frame(fleet, ["ethernet-100g"], **ANALYTICAL)
     chunked = score_fleet(fleet, ["ethernet-100g"], chunk_rows=70, progress=False, **ANALYTICAL)
