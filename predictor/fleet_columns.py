@@ -28,6 +28,9 @@ BASELINE_COLUMNS = (
     "bottleneck",
     "bottleneck_link",
     "total_gpus",
+    # The least time the step's arithmetic can take at the GPU's dense peak (features.physics.arithmetic_floor_s):
+    # a measured step below it was not measured on the job as stated.
+    "arithmetic_floor_s",
 )
 SCENARIO_COLUMNS = (
     "target_step_time_s",

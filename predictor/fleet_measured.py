@@ -10,6 +10,12 @@ should give it, or a job the model has wrong), or below. A calibrated model
 leaves about ``1 - level`` of the jobs outside, split between the two sides; a
 skew says which way the model leans on this fleet. Layout jobs and
 ``--model none`` predictions have no interval and count in the ratio only.
+
+A measured step shorter than the row's ``arithmetic_floor_s`` (every FLOP at
+the GPU's dense peak, no memory traffic, launches or communication) was not
+measured on the job as the row states it: another precision, batch or GPU
+count. Such rows are counted apart and left out of the comparison, whose
+figures they would otherwise bend toward a model that is too slow.
 """
 
 from __future__ import annotations
@@ -34,14 +40,18 @@ class MeasuredCheck:
     slower: int
     faster: int
     confidence_level: float
+    #: Rows whose measured step is shorter than their arithmetic floor: counted here, left out above.
+    below_floor: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def line(self) -> str | None:
         """One terminal line (None when no row gives a measured step)."""
-        if not self.jobs:
+        if not self.jobs and not self.below_floor:
             return None
+        if not self.jobs:
+            return f"measured: {self.floor_clause()}"
         text = (
             f"measured: {self.jobs:,} jobs give a measured step; median measured / predicted "
             f"{self.median_measured_over_predicted:.2f}x, MAPE {self.mape:.1%}"
@@ -52,7 +62,16 @@ class MeasuredCheck:
                 f"; of the {n:,} with a {self.confidence_level:.0%} interval, {self.inside / n:.0%} inside, "
                 f"{self.slower / n:.0%} slower than it, {self.faster / n:.0%} faster"
             )
+        if self.below_floor:
+            text += f"; {self.floor_clause()}"
         return text
+
+    def floor_clause(self) -> str:
+        jobs = "job's measured step is" if self.below_floor == 1 else "jobs' measured steps are"
+        return (
+            f"{self.below_floor:,} {jobs} shorter than the arithmetic allows (left out: "
+            "measured at another precision, batch or GPU count?)"
+        )
 
 
 def measured_check(scored: pd.DataFrame, confidence_level: float) -> MeasuredCheck:
@@ -67,6 +86,9 @@ def measured_check(scored: pd.DataFrame, confidence_level: float) -> MeasuredChe
     measured, predicted = column("measured_step_time_s"), column("step_time_s")
     lower, upper = column("lower_s"), column("upper_s")
     both = np.isfinite(measured) & (measured > 0) & np.isfinite(predicted) & (predicted > 0)
+    with np.errstate(invalid="ignore"):
+        impossible = both & (measured < column("arithmetic_floor_s"))
+    both &= ~impossible
     ratio = measured[both] / predicted[both]
     banded = both & np.isfinite(lower) & np.isfinite(upper)
     return MeasuredCheck(
@@ -78,4 +100,5 @@ def measured_check(scored: pd.DataFrame, confidence_level: float) -> MeasuredChe
         slower=int((banded & (measured > upper)).sum()),
         faster=int((banded & (measured < lower)).sum()),
         confidence_level=float(confidence_level),
+        below_floor=int(impossible.sum()),
     )

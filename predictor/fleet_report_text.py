@@ -130,15 +130,24 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
     else:
         lines.append("No job gains under this scenario.")
     lines.append("")
-    if report.measured is not None and report.measured.jobs:
+    if report.measured is not None and (report.measured.jobs or report.measured.below_floor):
         lines += _measured_section(report.measured)
     return "\n".join(lines)
 
 
 def _measured_section(m: MeasuredCheck) -> list[str]:
-    lines = [
-        "## Measured against predicted",
-        "",
+    lines = ["## Measured against predicted", ""]
+    if m.below_floor:
+        lines += [
+            f"{m.below_floor:,} measured steps are shorter than their job's arithmetic at the GPU's dense peak "
+            "(`arithmetic_floor_s`: every FLOP at the peak, no memory traffic, launches or communication), so they "
+            "were not measured on the job as its row states it (another precision, batch or GPU count?). They are "
+            "left out of what follows.",
+            "",
+        ]
+    if not m.jobs:
+        return lines
+    lines += [
         f"{m.jobs:,} predicted jobs give a measured step (`measured_step_time_s`): the median measured step is "
         f"{times(m.median_measured_over_predicted)} the predicted one, and the predictions are {pct(m.mape)} off on average "
         "(mean |predicted / measured - 1|).",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from features import scenarios
+from features import physics, scenarios
 from features.table import validate_columns
 from predictor.fleet_columns import (
     FLEET_BOTTLENECKS, OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories, scored_columns,
@@ -113,6 +113,7 @@ def _score_data_parallel(
         "bottleneck_link": (base.bottleneck_link, link_categories()),
     }
     numbers["total_gpus"] = base.resolved.total_gpus
+    numbers["arithmetic_floor_s"] = _arithmetic_floor_s(base.resolved, k)
     if target is not None:
         numbers["target_step_time_s"] = target.step_time_s
         numbers["speedup"] = result.speedup
@@ -139,6 +140,13 @@ def _score_data_parallel(
     if extrapolation is not None:
         extrapolation[failed] = None  # a failed row has no prediction to qualify
     return ConfigScores(columns, extrapolation, np.asarray(errors, dtype=object))
+
+
+def _arithmetic_floor_s(resolved, k: int) -> np.ndarray:
+    """Each configuration's arithmetic floor (NaN on a CPU device and where the job did not resolve)."""
+    if resolved.matrix_flops_per_sample is None:
+        return np.full(k, np.nan)
+    return physics.arithmetic_floor_s(resolved.device_inputs())
 
 
 def _blank_failed(columns: dict[str, np.ndarray], base, target) -> None:

@@ -14,6 +14,7 @@ from features.jobspec import flatten, job_from_dict
 from predictor import Predictor
 from cli.main import app
 from predictor.fleet import (
+    BASELINE_COLUMNS,
     OUTPUT_COLUMNS,
     read_fleet,
     score_fleet,
@@ -87,7 +88,7 @@ def test_extra_columns_pass_through_untouched(bad_fleet):
     assert list(scored.columns) == [*bad_fleet.columns, *BASELINE_COLUMNS_ANALYTICAL, "error"]
 
 
-BASELINE_COLUMNS_ANALYTICAL = [c for c in OUTPUT_COLUMNS[:11] if c not in ("lower_s", "upper_s")]
+BASELINE_COLUMNS_ANALYTICAL = [c for c in BASELINE_COLUMNS if c not in ("lower_s", "upper_s")]
 
 
 def test_a_fleet_row_gets_the_single_job_answer(ps_job):

@@ -39,6 +39,29 @@ def test_counts_against_hand_placed_measurements():
     )
 
 
+def test_measured_steps_under_the_arithmetic_floor_are_counted_apart():
+    """A measurement shorter than the job's arithmetic at peak is left out of every figure and said to be."""
+    scored = pd.DataFrame({
+        "step_time_s": [1.0, 1.0, 1.0],
+        "lower_s": [0.8, 0.8, 0.8],
+        "upper_s": [1.25, 1.25, 1.25],
+        "arithmetic_floor_s": [0.4, 0.4, np.nan],  # the third: a CPU device, no floor
+        "measured_step_time_s": [1.0, 0.3, 0.3],
+    })  # fmt: skip
+    check = measured_check(scored, 0.9)
+    assert (check.jobs, check.below_floor) == (2, 1)
+    assert (check.inside, check.faster) == (1, 1)
+    assert check.median_measured_over_predicted == pytest.approx(0.65)
+    assert check.line().endswith(
+        "; 1 job's measured step is shorter than the arithmetic allows (left out: measured at another precision, batch or GPU count?)"
+    )
+    alone = measured_check(scored.iloc[[1]], 0.9)
+    assert alone.jobs == 0 and alone.line() == (
+        "measured: 1 job's measured step is shorter than the arithmetic allows (left out: measured at another precision, "
+        "batch or GPU count?)"
+    )
+
+
 def test_a_fleet_without_measurements_says_nothing_of_them():
     scored = pd.DataFrame({"step_time_s": [1.0], "lower_s": [0.8], "upper_s": [1.2]})
     check = measured_check(scored, 0.9)
@@ -59,7 +82,11 @@ def test_the_learned_fleet_scoring_places_each_measurement(measured_fleet):
     check = summarize(scored, confidence_level=0.9).measured
     factor = np.array([1.0, 2.0, 0.5])[np.arange(len(scored)) % 3]
     banded = np.isfinite(scored["lower_s"].to_numpy(float))
-    assert check.jobs == int(np.isfinite(scored["step_time_s"]).sum())
+    # Half a prediction can lie under the job's arithmetic floor: such rows are counted apart, not compared.
+    impossible = scored["measured_step_time_s"] < scored["arithmetic_floor_s"]
+    assert check.below_floor == int(impossible.sum())
+    assert check.jobs + check.below_floor == int(np.isfinite(scored["step_time_s"]).sum())
+    banded &= ~impossible.to_numpy()
     # A measurement equal to its prediction lies inside its interval; twice or half of it, outside where the interval is narrower.
     inside = (factor == 1.0) | ((factor == 2.0) & (scored["upper_s"] >= 2 * scored["step_time_s"])) | (
         (factor == 0.5) & (scored["lower_s"] <= 0.5 * scored["step_time_s"]))
@@ -73,9 +100,10 @@ def test_cli_prints_the_line_and_the_report_holds_the_section(tmp_path, measured
     result = runner.invoke(app, ["fleet", "--jobs", str(path), "--report", str(tmp_path / "report")])
     assert result.exit_code == 0, result.output
     line = next(x for x in result.stdout.splitlines() if x.startswith("measured: "))
-    assert line.startswith(f"measured: {len(measured_fleet)} jobs give a measured step; median measured / predicted 1.00x")
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert summary["measured"]["jobs"] == len(measured_fleet) and summary["measured"]["confidence_level"] == 0.9
+    compared = len(measured_fleet) - summary["measured"]["below_floor"]
+    assert line.startswith(f"measured: {compared} jobs give a measured step; median measured / predicted 1.00x")
+    assert summary["measured"]["jobs"] == compared and summary["measured"]["confidence_level"] == 0.9
     assert "## Measured against predicted" in (tmp_path / "report" / "report.md").read_text()
     # Without --report the summary keeps only the columns it needs, and still sees the measurements.
     plain = runner.invoke(app, ["fleet", "--jobs", str(path)])
