@@ -141,8 +141,8 @@ def _measured_section(m: MeasuredCheck) -> list[str]:
         lines += [
             f"{m.below_floor:,} measured steps are shorter than their job's arithmetic at the GPU's dense peak "
             "(`arithmetic_floor_s`: every FLOP at the peak, no memory traffic, launches or communication), so they "
-            "were not measured on the job as its row states it (another precision, batch or GPU count?). They are "
-            "left out of what follows.",
+            "were not measured on the job as its row states it (another precision, batch or GPU count?): the rows "
+            "where `measured_step_time_s < arithmetic_floor_s`. They are left out of what follows.",
             "",
         ]
     if not m.jobs:
