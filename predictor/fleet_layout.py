@@ -17,6 +17,9 @@ into the fleet's columns as follows:
   model does not compute) stay empty, and so does the pipeline bubble,
   which is idle time: these jobs stay out of the fleet report's component
   shares, which add up to the step;
+* ``arithmetic_floor_s``: the model's FLOPs of one step shared by every GPU
+  at its dense peak (a model FLOPs utilisation of 1), under which no
+  measured step of the job as stated can lie;
 * ``bottleneck``: the layout's largest component (the layout labels of
   :data:`predictor.fleet_columns.FLEET_BOTTLENECKS`);
 * ``extrapolation`` (with a learned model): why no interval comes with it.
@@ -90,7 +93,7 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
     failed; the labels ``bottleneck`` and ``target_bottleneck`` as object
     arrays, None where none) and each configuration's error (None where fine).
     """
-    names = ("step_time_s", "throughput_samples_per_s", "compute_s", "comm_s", "total_gpus",
+    names = ("step_time_s", "throughput_samples_per_s", "compute_s", "comm_s", "total_gpus", "arithmetic_floor_s",
              "target_step_time_s", "speedup", "throughput_ratio", "target_total_gpus")  # fmt: skip
     numbers = {name: np.full(k, np.nan) for name in names}
     labels = {name: np.full(k, None, object) for name in ("bottleneck", "target_bottleneck")}
@@ -180,6 +183,8 @@ def _write(numbers: dict[str, np.ndarray], labels: dict[str, np.ndarray], i: int
     numbers["throughput_samples_per_s"][i] = p.job.layout.global_batch_size / b.step_time_s
     numbers["compute_s"][i] = components["compute"] + components["memory"] + components["optimizer"]
     numbers["comm_s"][i] = sum(components[name] for name in _COMMUNICATION)
+    # The model's FLOPs shared by every GPU at its dense peak (MFU 1): no recompute, bubble or communication.
+    numbers["arithmetic_floor_s"][i] = b.model_flops_per_step / (b.gpus * b.peak_flops_per_s)
 
 
 def _plain(value: Any) -> Any:

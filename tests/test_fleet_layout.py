@@ -53,6 +53,9 @@ def test_each_layout_row_gets_the_single_job_answer_and_data_parallel_rows_are_u
         assert scored["throughput_samples_per_s"][i] == pytest.approx(single.baseline.job.layout.global_batch_size / b.step_time_s)
         assert scored["total_gpus"][i] == single.baseline.job.layout.gpus
         assert scored["bottleneck"][i] == b.bottleneck
+        # The floor is the step at a model FLOPs utilisation of 1: the step times its MFU.
+        assert scored["arithmetic_floor_s"][i] == pytest.approx(b.mfu * b.step_time_s, rel=1e-12)
+        assert scored["arithmetic_floor_s"][i] < scored["step_time_s"][i]
         c = b.components_s
         assert scored["compute_s"][i] == pytest.approx(c["compute"] + c["memory"] + c["optimizer"])
         assert scored["comm_s"][i] == pytest.approx(c["tp_communication"] + c["cp_communication"] + c["pipeline_transfers"] + c["dp_communication"])
