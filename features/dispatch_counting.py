@@ -64,6 +64,35 @@ def tensor_bytes(t: torch.Tensor) -> int:
     return elements * t.element_size()
 
 
+class SavedActivations:
+    """Bytes of the distinct storages autograd keeps for the backward pass, counted as the forward saves them.
+
+    Every tensor an operator saves for its backward passes through
+    :func:`torch.autograd.graph.saved_tensors_hooks`; tensors that share a
+    storage (views, a tensor saved by two operators) count once, at the
+    storage's size. Parameters count too; they do not grow with the batch,
+    so a slope between two batches drops them.
+    """
+
+    def __init__(self) -> None:
+        self._storages: dict[int, int] = {}
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._storages.values())
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator["SavedActivations"]:
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            if t.layout == torch.strided:
+                storage = t.untyped_storage()
+                self._storages.setdefault(storage._cdata, storage.nbytes())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield self
+
+
 def is_view(func) -> bool:
     returns = func._schema.returns
     return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)

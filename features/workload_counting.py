@@ -68,7 +68,7 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from features.dispatch_counting import EXTRA_FLOP_FORMULAS, TensorTrafficMode, default_device, fused_attention
+from features.dispatch_counting import EXTRA_FLOP_FORMULAS, SavedActivations, TensorTrafficMode, default_device, fused_attention
 from features.model_defs.recipe import Probe, Recipe
 
 
@@ -79,6 +79,7 @@ class StepCount:
     batch_size: int
     flops: int
     traffic_bytes: int
+    saved_bytes: int
     seconds: float
 
 
@@ -88,6 +89,7 @@ class Counted:
 
     flops_per_sample: float
     memory_bytes_per_sample_fp32: float
+    activation_bytes_per_sample_fp32: float
     param_count: int
     dense_param_count: int
     small: StepCount
@@ -107,11 +109,14 @@ def count_step(probe: Probe, batch_size: int) -> StepCount:
     for p in probe.model.parameters():
         p.grad = None
     start = time.perf_counter()
+    saved = SavedActivations()
     with fused_attention():
         with FlopCounterMode(display=False, custom_mapping=EXTRA_FLOP_FORMULAS) as flops, TensorTrafficMode() as traffic:
-            loss = probe.loss(probe.model, batch)
+            with saved.counting():
+                loss = probe.loss(probe.model, batch)
+            saved_bytes = saved.total_bytes  # everything the forward keeps, before the backward frees it
             loss.backward()
-    return StepCount(batch_size, flops.get_total_flops(), traffic.total_bytes, time.perf_counter() - start)
+    return StepCount(batch_size, flops.get_total_flops(), traffic.total_bytes, saved_bytes, time.perf_counter() - start)
 
 
 def count_params(probe: Probe) -> tuple[int, int]:
@@ -140,6 +145,7 @@ def count_probe(probe: Probe, device: str = "cpu", batch_sizes: tuple[int, int] 
     return Counted(
         flops_per_sample=large.flops / large.batch_size,
         memory_bytes_per_sample_fp32=(large.traffic_bytes - small.traffic_bytes) / (large.batch_size - small.batch_size),
+        activation_bytes_per_sample_fp32=(large.saved_bytes - small.saved_bytes) / (large.batch_size - small.batch_size),
         param_count=param_count,
         dense_param_count=dense_param_count,
         small=small,
@@ -179,6 +185,7 @@ def build_entry(recipe: Recipe, counted: Counted, versions: str) -> dict:
         "param_count": counted.param_count,
         "dense_param_count": counted.dense_param_count,
         "memory_bytes_per_sample_fp32": counted.memory_bytes_per_sample_fp32,
+        "activation_bytes_per_sample_fp32": counted.activation_bytes_per_sample_fp32,
         "input_bytes_per_sample": recipe.input_bytes_per_sample,
     }
     provenance = {name: "counted" for name in values}
@@ -191,6 +198,10 @@ def build_entry(recipe: Recipe, counted: Counted, versions: str) -> dict:
             else f"trainable parameters, all with dense gradients; {method}"
         ),
         "memory_bytes_per_sample_fp32": bytes_src,
+        "activation_bytes_per_sample_fp32": (
+            f"bytes of the distinct storages autograd saves for the backward pass (saved_tensors_hooks), forward of "
+            f"batches {small} and {large}, slope between them (parameters excluded); {method}"
+        ),
         "input_bytes_per_sample": recipe.input_bytes_source,
     }
     for figure, (value, citation) in recipe.published.items():
@@ -268,6 +279,7 @@ def regenerate(out: Path, only: set[str] | None = None, device: str | None = Non
         _log(
             f"{recipe.name:22s} {counted.flops_per_sample / 1e9:12.4f} GFLOP/sample "
             f"{counted.memory_bytes_per_sample_fp32 / 1e9:10.4f} GB/sample "
+            f"{counted.activation_bytes_per_sample_fp32 / 1e9:10.4f} GB saved/sample "
             f"{counted.param_count / 1e6:10.2f} M params  linearity {counted.flops_linearity:.1e}  "
             f"{time.perf_counter() - start:6.1f} s"
         )

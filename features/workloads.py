@@ -27,6 +27,8 @@ FIGURES = (
     "memory_bytes_per_sample_fp32",
     "input_bytes_per_sample",
 )
+#: Figures a workload may lack; where given, they too need a provenance and a source.
+OPTIONAL_FIGURES = ("activation_bytes_per_sample_fp32",)
 
 
 #: Fields of a workload's ``op_classes`` block (see :mod:`features.op_counting`).
@@ -124,6 +126,9 @@ class WorkloadSpec:
     network_of: str | None = None
     #: Operator-level counts (see :mod:`features.op_counting` and :data:`OP_CLASS_FIELDS`).
     op_classes: dict | None = None
+    #: Bytes the forward pass saves for the backward one per sample, FP32 (:mod:`features.memory`);
+    #: None where not counted.
+    activation_bytes_per_sample_fp32: float | None = None
 
     @property
     def arithmetic_intensity_flops_per_byte(self) -> float:
@@ -153,7 +158,8 @@ def _build(entry: dict) -> WorkloadSpec:
     if values.get("input_shape") is not None:
         values["input_shape"] = tuple(values["input_shape"])
     spec = WorkloadSpec(**values)
-    for figure in FIGURES:
+    present = [f for f in OPTIONAL_FIGURES if getattr(spec, f) is not None]
+    for figure in (*FIGURES, *present):
         kind = spec.provenance.get(figure)
         if kind not in PROVENANCE_KINDS or not spec.source.get(figure):
             raise ValueError(f"workload {name}: {figure} needs a provenance in {PROVENANCE_KINDS} and a source")
