@@ -20,6 +20,7 @@ from features.analytical import BOTTLENECKS, OVERLAP_STRATEGIES, BreakdownArrays
 from features.errors import RowError, SpecError
 from features.jobspec import Job, flatten, job_from_dict, load_job
 from features.layout_spec import is_layout_job
+from features.memory import job_memory, may_not_fit_message
 from features.bottleneck_links import bottleneck_links
 from features.resolve import ResolvedJobs, catalog_arrays, resolve
 from features.table import JobTable, table_from_rows
@@ -288,6 +289,9 @@ class Predictor:
             warnings += (f"outside the training data: {result.extrapolation[row]}",)
         if measured is not None:
             warnings += _faster_than_the_peak(result.resolved, row, measured)
+        memory = job_memory(result.resolved, row)
+        if memory is not None and not memory.fits:
+            warnings += (may_not_fit_message(memory, int(result.resolved.batch_size_per_gpu[row])),)
         return Prediction(
             name=name,
             step_time_s=step_time_s,
@@ -301,6 +305,7 @@ class Predictor:
             confidence_level=None if result.lower_s is None else self.confidence_level,
             measured_step_time_s=measured,
             warnings=warnings,
+            memory=None if memory is None else memory.to_dict(),
         )
 
 

@@ -39,6 +39,9 @@ class GpuOption:
     speedup_upper: float | None = None
     bottleneck: str | None = None
     memory_per_gpu_bytes: float | None = None
+    #: A data-parallel job's estimated memory against the GPU's (None where not estimated; layout jobs that
+    #: do not fit are refused with an ``error`` instead).
+    fits: bool | None = None
     error: str | None = None
     #: The precision the GPU computes at where it has no path for the job's (bf16 on a V100: fp32).
     computes_at: str | None = None
@@ -142,4 +145,5 @@ def _option(predictor, job, gpu: str, layout: bool) -> GpuOption:
     return GpuOption(
         gpu, target.step_time_s, result.speedup, result.speedup_lower, result.speedup_upper,
         bottleneck=target.breakdown.bottleneck, warnings=tuple(target.warnings),
+        memory_per_gpu_bytes=None if target.memory is None else target.memory["total_bytes"], fits=target.fits,
     )

@@ -82,6 +82,12 @@ def print_prediction(prediction: Prediction) -> None:
         error = prediction.step_time_s / prediction.measured_step_time_s - 1
         _console.print(f"measured: {_seconds(prediction.measured_step_time_s)} s ({error:+.0%} off)")
     print_breakdown(prediction)
+    if prediction.memory is not None:
+        memory = prediction.memory
+        _console.print(
+            f"memory: about {memory['total_bytes'] / 2**30:.1f} of {memory['capacity_bytes'] / 2**30:.0f} GB per GPU "
+            f"(estimated; activations {memory['parts']['activations_bytes'] / 2**30:.1f} GB)"
+        )
     for warning in prediction.warnings:
         _console.print(f"[yellow]warning:[/yellow] {safe_text(warning)}")
 
@@ -154,6 +160,8 @@ def print_comparison(comparison) -> None:
         notes = ["its own GPU" if o.gpu == comparison.gpu else "outside the training data" if o.outside_training_data else ""]
         if o.computes_at is not None:
             notes.append(f"computes at {o.computes_at}")
+        if o.fits is False:
+            notes.append(f"may not fit ({o.memory_per_gpu_bytes / 2**30:.0f} GB)")
         note = "; ".join(n for n in notes if n)
         speedup = "" if o.speedup is None else f"{o.speedup:.2f}x"
         table.add_row(str(rank), o.gpu, _seconds(o.step_time_s), speedup, interval, o.bottleneck or "", note)

@@ -71,6 +71,13 @@ class Prediction:
     confidence_level: float | None = None
     measured_step_time_s: float | None = None
     warnings: tuple[str, ...] = field(default=())
+    #: Per-GPU memory of the step, estimated (:func:`features.memory.DataParallelMemory.to_dict`); None where not estimated.
+    memory: dict[str, Any] | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the step's estimated memory fits the GPU (None where not estimated)."""
+        return None if self.memory is None else bool(self.memory["fits"])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -88,6 +95,8 @@ class Prediction:
             out.update(lower_s=self.lower_s, upper_s=self.upper_s, confidence_level=self.confidence_level)
         if self.measured_step_time_s is not None:
             out["measured_step_time_s"] = self.measured_step_time_s
+        if self.memory is not None:
+            out["memory"] = self.memory
         out["warnings"] = list(self.warnings)
         return out
 

@@ -1,0 +1,129 @@
+"""Per-GPU memory of a data-parallel step: hand-computed parts, the warning, and the check on measured runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from features.memory import RUNTIME_RESERVE_BYTES, data_parallel_memory
+from features.workloads import workload_catalog
+from predictor import Predictor
+
+runner = CliRunner()
+GIB = 2.0**30
+
+
+def _workload(**changes):
+    return dataclasses.replace(workload_catalog().workloads.get("resnet50", "model"), **changes)
+
+
+def test_parts_by_hand():
+    # 1 M trained parameters, 1 MB saved per sample in FP32, batch 10 at FP16 on 2 GPUs.
+    w = _workload(param_count=1e6, dense_param_count=1e6, activation_bytes_per_sample_fp32=1e6, domain="vision")
+    m = data_parallel_memory(w, batch_size_per_gpu=10, element_bytes=2, total_gpus=2, capacity_bytes=8 * GIB)
+    assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (4e6, 4e6, 8e6)
+    assert (m.half_copy_bytes, m.bucket_bytes, m.activations_bytes) == (2e6, 4e6, 5e6)  # 1e6 x 2/4 x 10
+    assert m.total_bytes == 27e6 + RUNTIME_RESERVE_BYTES
+    assert m.fits and m.to_dict()["fits"] is True
+    # One GPU in FP32: no bucket, no half copy, activations at full size.
+    one = data_parallel_memory(w, batch_size_per_gpu=10, element_bytes=4, total_gpus=1, capacity_bytes=8 * GIB)
+    assert (one.half_copy_bytes, one.bucket_bytes, one.activations_bytes) == (0.0, 0.0, 1e7)
+
+
+def test_frozen_parameters_at_the_compute_precision_and_sparse_tables_sharded():
+    frozen = _workload(param_count=11e6, dense_param_count=1e6, activation_bytes_per_sample_fp32=0.0, domain="generative")
+    m = data_parallel_memory(frozen, 1, element_bytes=2, total_gpus=8, capacity_bytes=GIB)
+    assert m.weights_bytes == 1e6 * 4 + 10e6 * 2  # trained in FP32, frozen at FP16, on every GPU
+    tables = _workload(param_count=81e6, dense_param_count=1e6, activation_bytes_per_sample_fp32=0.0, domain="recommendation")
+    m = data_parallel_memory(tables, 1, element_bytes=2, total_gpus=8, capacity_bytes=GIB)
+    assert m.weights_bytes == 1e6 * 4 + 80e6 * 4 / 8  # embedding tables in FP32, one eighth on each GPU
+
+
+def test_no_estimate_without_an_activation_count():
+    assert data_parallel_memory(_workload(activation_bytes_per_sample_fp32=None), 1, 4, 1, GIB) is None
+
+
+def test_counted_figure_for_every_catalogue_workload_with_provenance():
+    for w in workload_catalog().workloads:
+        assert w.activation_bytes_per_sample_fp32 > 0, w.name
+        assert w.provenance["activation_bytes_per_sample_fp32"] == "counted", w.name
+    resnet = workload_catalog().workloads.get("resnet50", "model")
+    # ResNet-50 keeps about 86 MB per 224x224 image in FP32 for its backward (batch 256: 22 GB).
+    assert 60e6 < resnet.activation_bytes_per_sample_fp32 < 120e6
+    assert resnet.provenance["activation_bytes_per_sample_fp32"] == "counted"
+
+
+def _job(batch: int, gpu: str) -> dict:
+    return {
+        "name": "bert",
+        "workload": {"model": "bert-large-squad", "batch_size_per_gpu": batch, "precision": "fp16", "framework": "pytorch"},
+        "parallelism": {"architecture": "single"},
+        "cluster": {"gpu": gpu},
+    }
+
+
+def test_a_step_too_large_for_its_gpu_is_predicted_with_a_warning():
+    predictor = Predictor()
+    small = predictor.time(_job(4, "T4"))
+    assert small.fits is True and not any(w.startswith("memory:") for w in small.warnings)
+    large = predictor.time(_job(512, "T4"))
+    assert large.fits is False
+    (warning,) = [w for w in large.warnings if w.startswith("memory:")]
+    assert "the GPU has 16 GB" in warning and "batch 512" in warning
+    # The parts scale with the batch: activations 128x, the rest alike.
+    parts_small, parts_large = small.memory["parts"], large.memory["parts"]
+    assert parts_large["activations_bytes"] == pytest.approx(128 * parts_small["activations_bytes"])
+    assert parts_large["weights_bytes"] == parts_small["weights_bytes"]
+
+
+def test_cli_time_and_compare_carry_the_estimate(tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(_job(192, "A100-SXM4-80GB")))
+    result = runner.invoke(app, ["time", "--job", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["memory"]["fits"] is True and out["memory"]["capacity_bytes"] == 80 * GIB
+    compared = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4", "--json"])
+    assert compared.exit_code == 0, compared.output
+    options = {o["gpu"]: o for o in json.loads(compared.output)["options"]}
+    assert options["A100-SXM4-80GB"]["fits"] is True and options["T4"]["fits"] is False
+    assert any(w.startswith("memory:") for w in options["T4"]["warnings"])
+    text = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4"], env={"COLUMNS": "200"})
+    assert "may not fit" in text.output
+
+
+#: Measured runs whose estimate exceeds their GPU: BERT pre-training tables count the samples of an
+#: optimizer step, gradient accumulation included (up to 32,768 per GPU), and Mask R-CNN is counted
+#: at its largest input (800 x 1333) for every image.
+OVER_CAPACITY_EXPECTED = {"bert-large", "bert-large-binned", "bert-large-seq128", "bert-large-unpadded", "mask-rcnn"}
+
+
+def test_measured_runs_fit_their_gpus(shared_data):
+    """Every measured data-parallel run ran, so its estimate must fit its GPU; and Lambda's batches, chosen to
+    fill the GPU, must not come out nearly empty (the estimate is no trivial bound)."""
+    import numpy as np
+
+    from features.memory import job_memory
+    from training.dataset import build_dataset
+    from training.sources import gather_runs
+
+    ds = build_dataset(gather_runs(None, None, None).runs)
+    runs = ds.runs.reset_index(drop=True)
+    ratio = np.full(len(runs), np.nan)
+    for i in range(len(runs)):
+        m = job_memory(ds.resolved, i)
+        if m is not None:
+            ratio[i] = m.total_bytes / m.capacity_bytes
+    estimated = np.isfinite(ratio)
+    assert estimated.sum() > 0.9 * len(runs)
+    over = estimated & (ratio > 1.0)
+    assert set(runs.loc[over, "model"]) <= OVER_CAPACITY_EXPECTED
+    mask_rcnn = (runs["model"] == "mask-rcnn").to_numpy() & estimated
+    assert ratio[mask_rcnn].max() < 1.2  # at most 20% over, from the input shape
+    lambda_rows = (runs["source"] == "lambdal/deeplearning-benchmark").to_numpy() & estimated
+    fullest = runs.loc[lambda_rows].assign(ratio=ratio[lambda_rows]).groupby("model")["ratio"].max()
+    assert fullest.median() > 0.5, fullest
