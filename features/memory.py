@@ -24,7 +24,8 @@ Every data-parallel rank holds the whole model. Per GPU, at the step's peak
 * :data:`RUNTIME_RESERVE_BYTES` for the CUDA context, the libraries'
   workspaces and the caching allocator's fragmentation.
 
-Embedding tables updated sparsely (the recommendation models') are sharded
+The fleet carries the estimate as each row's share of its GPU's memory
+(``memory_share_of_gpu``; above 1: may not fit). Embedding tables updated sparsely (the recommendation models') are sharded
 across the job's GPUs, as every large-scale implementation of them does
 (TorchRec, HugeCTR), and held in FP32 without optimizer state.
 
@@ -61,31 +62,52 @@ SPARSE_EMBEDDING_DOMAINS = ("recommendation",)
 
 @dataclass(frozen=True)
 class DataParallelMemory:
-    """Bytes one GPU holds at the step's peak, by part, against the GPU's capacity."""
+    """Bytes one GPU holds at the step's peak, by part, against the GPU's capacity (floats, or arrays of jobs)."""
 
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    half_copy_bytes: float
-    bucket_bytes: float
-    activations_bytes: float
-    reserve_bytes: float
-    capacity_bytes: float
+    weights_bytes: Any
+    gradients_bytes: Any
+    optimizer_bytes: Any
+    half_copy_bytes: Any
+    bucket_bytes: Any
+    activations_bytes: Any
+    reserve_bytes: Any
+    capacity_bytes: Any
 
     @property
-    def total_bytes(self) -> float:
+    def total_bytes(self):
         return (
             self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.half_copy_bytes
             + self.bucket_bytes + self.activations_bytes + self.reserve_bytes
         )
 
     @property
-    def fits(self) -> bool:
+    def fits(self):
         return self.total_bytes <= self.capacity_bytes
 
+    def row(self, i: int) -> "DataParallelMemory | None":
+        """Job ``i`` of an array of jobs (None where it has no estimate)."""
+        values = {k: float(v[i]) for k, v in self.__dict__.items()}
+        return None if not all(np.isfinite(list(values.values()))) else DataParallelMemory(**values)
+
     def to_dict(self) -> dict[str, Any]:
-        parts = {k: v for k, v in self.__dict__.items() if k != "capacity_bytes"}
-        return {"total_bytes": self.total_bytes, "capacity_bytes": self.capacity_bytes, "fits": self.fits, "parts": parts}
+        parts = {k: float(v) for k, v in self.__dict__.items() if k != "capacity_bytes"}
+        return {"total_bytes": float(self.total_bytes), "capacity_bytes": float(self.capacity_bytes), "fits": bool(self.fits), "parts": parts}
+
+
+def _parts(trained, other, sparse_tables, activation_per_sample, batch, element_bytes, total_gpus, capacity) -> DataParallelMemory:
+    """The parts (module docstring) from per-job figures: floats or arrays alike."""
+    element_scale = element_bytes / BYTES_PER_ELEMENT["fp32"]
+    other_bytes = np.where(sparse_tables, other * FP32_BYTES / np.maximum(total_gpus, 1.0), other * element_bytes)
+    return DataParallelMemory(
+        weights_bytes=trained * FP32_BYTES + other_bytes,
+        gradients_bytes=trained * FP32_BYTES,
+        optimizer_bytes=trained * OPTIMIZER_STATE_BYTES_PER_PARAM,
+        half_copy_bytes=np.where(element_scale < 1, trained * HALF_COPY_BYTES_PER_PARAM, 0.0),
+        bucket_bytes=np.where(total_gpus > 1, trained * FP32_BYTES, 0.0),
+        activations_bytes=activation_per_sample * element_scale * batch,
+        reserve_bytes=np.full(np.shape(trained), RUNTIME_RESERVE_BYTES),
+        capacity_bytes=capacity,
+    )
 
 
 def data_parallel_memory(
@@ -95,43 +117,43 @@ def data_parallel_memory(
     (None without a counted activation figure)."""
     if workload.activation_bytes_per_sample_fp32 is None:
         return None
-    element_scale = element_bytes / BYTES_PER_ELEMENT["fp32"]
-    trained = workload.dense_param_count
-    other = workload.param_count - trained
-    if workload.domain in SPARSE_EMBEDDING_DOMAINS:
-        other_bytes = other * FP32_BYTES / max(total_gpus, 1.0)
-    else:
-        other_bytes = other * element_bytes
-    return DataParallelMemory(
-        weights_bytes=trained * FP32_BYTES + other_bytes,
-        gradients_bytes=trained * FP32_BYTES,
-        optimizer_bytes=trained * OPTIMIZER_STATE_BYTES_PER_PARAM,
-        half_copy_bytes=trained * HALF_COPY_BYTES_PER_PARAM if element_scale < 1 else 0.0,
-        bucket_bytes=trained * FP32_BYTES if total_gpus > 1 else 0.0,
-        activations_bytes=workload.activation_bytes_per_sample_fp32 * element_scale * batch_size_per_gpu,
-        reserve_bytes=RUNTIME_RESERVE_BYTES,
-        capacity_bytes=capacity_bytes,
+    memory = _parts(
+        np.float64(workload.dense_param_count), np.float64(workload.param_count - workload.dense_param_count),
+        workload.domain in SPARSE_EMBEDDING_DOMAINS, workload.activation_bytes_per_sample_fp32,
+        batch_size_per_gpu, element_bytes, total_gpus, capacity_bytes,
+    )
+    return DataParallelMemory(**{k: float(v) for k, v in memory.__dict__.items()})
+
+
+def jobs_memory(resolved) -> DataParallelMemory:
+    """:func:`data_parallel_memory` of every job of a :class:`features.resolve.ResolvedJobs`, as arrays.
+
+    NaN where a job has no estimate: no catalogue model (explicit figures),
+    a model without an activation count, a CPU device, or a failed row.
+    """
+    n = len(resolved.workload_index)
+    catalogs = resolved.catalogs
+    if catalogs is None:
+        return _parts(*(np.full(n, np.nan) for _ in range(8)))
+    specs = list(catalogs.workloads.workloads)
+    trained = np.array([w.dense_param_count for w in specs], float)
+    other = np.array([w.param_count for w in specs], float) - trained
+    sparse = np.array([w.domain in SPARSE_EMBEDDING_DOMAINS for w in specs], bool)
+    activation = np.array([np.nan if w.activation_bytes_per_sample_fp32 is None else w.activation_bytes_per_sample_fp32 for w in specs])
+    capacity = np.array([d.memory_bytes if d.kind == "gpu" else np.nan for d in catalogs.hardware.devices], float)
+    w, d = resolved.workload_index, resolved.device_index
+    known = (w >= 0) & (d >= 0)
+    w, d = np.where(known, w, 0), np.where(known, d, 0)
+    activation_per_sample = np.where(known, activation[w], np.nan)
+    return _parts(
+        trained[w], other[w], sparse[w], activation_per_sample, resolved.batch_size_per_gpu,
+        resolved.bytes_per_element, resolved.total_gpus, np.where(known, capacity[d], np.nan),
     )
 
 
 def job_memory(resolved, row: int) -> DataParallelMemory | None:
-    """:func:`data_parallel_memory` of one resolved job (a :class:`features.resolve.ResolvedJobs` row).
-
-    None for a job without a catalogue model, on a CPU device, or whose model
-    has no activation count.
-    """
-    if resolved.catalogs is None:
-        return None
-    workload_index, device_index = int(resolved.workload_index[row]), int(resolved.device_index[row])
-    if workload_index < 0 or device_index < 0 or not bool(resolved.catalogs.device_is_gpu[device_index]):
-        return None
-    catalogs = resolved.catalogs
-    workload = catalogs.workloads.workloads.get(catalogs.workload_names[workload_index], "workload.model")
-    device = catalogs.hardware.device(catalogs.device_names[device_index])
-    values = (resolved.batch_size_per_gpu[row], resolved.bytes_per_element[row], resolved.total_gpus[row])
-    if not all(np.isfinite(values)):
-        return None
-    return data_parallel_memory(workload, *(float(v) for v in values), float(device.memory_bytes))
+    """One job's estimate (None where it has none, see :func:`jobs_memory`)."""
+    return jobs_memory(resolved).row(row)
 
 
 def may_not_fit_message(memory: DataParallelMemory, batch_size_per_gpu: float) -> str:

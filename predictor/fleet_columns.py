@@ -31,6 +31,8 @@ BASELINE_COLUMNS = (
     # The least time the step's arithmetic can take at the GPU's dense peak (features.physics.arithmetic_floor_s):
     # a measured step below it was not measured on the job as stated.
     "arithmetic_floor_s",
+    # The step's estimated memory per GPU over the GPU's (features.memory): above 1, it may not fit.
+    "memory_share_of_gpu",
 )
 SCENARIO_COLUMNS = (
     "target_step_time_s",
@@ -43,6 +45,7 @@ SCENARIO_COLUMNS = (
     "p_speedup_gt_1",
     "target_bottleneck",
     "target_total_gpus",
+    "target_memory_share_of_gpu",
 )
 #: The labels of ``bottleneck`` and ``target_bottleneck``: a data-parallel job's bound, then a layout
 #: job's largest component (:mod:`predictor.fleet_layout`).

@@ -20,6 +20,8 @@ into the fleet's columns as follows:
 * ``arithmetic_floor_s``: the model's FLOPs of one step shared by every GPU
   at its dense peak (a model FLOPs utilisation of 1), under which no
   measured step of the job as stated can lie;
+* ``memory_share_of_gpu``: the layout's memory per GPU over the GPU's (at
+  most 1: a layout that does not fit is an error);
 * ``bottleneck``: the layout's largest component (the layout labels of
   :data:`predictor.fleet_columns.FLEET_BOTTLENECKS`);
 * ``extrapolation`` (with a learned model): why no interval comes with it.
@@ -94,7 +96,8 @@ def score_layout_configs(distinct: dict[str, np.ndarray], k: int, to: Sequence[s
     arrays, None where none) and each configuration's error (None where fine).
     """
     names = ("step_time_s", "throughput_samples_per_s", "compute_s", "comm_s", "total_gpus", "arithmetic_floor_s",
-             "target_step_time_s", "speedup", "throughput_ratio", "target_total_gpus")  # fmt: skip
+             "memory_share_of_gpu", "target_step_time_s", "speedup", "throughput_ratio", "target_total_gpus",
+             "target_memory_share_of_gpu")  # fmt: skip
     numbers = {name: np.full(k, np.nan) for name in names}
     labels = {name: np.full(k, None, object) for name in ("bottleneck", "target_bottleneck")}
     rows, errors = job_rows(distinct, k)
@@ -176,6 +179,7 @@ def _write(numbers: dict[str, np.ndarray], labels: dict[str, np.ndarray], i: int
     b = p.breakdown
     numbers[prefix + "step_time_s"][i] = b.step_time_s
     numbers[prefix + "total_gpus"][i] = p.job.layout.gpus
+    numbers[prefix + "memory_share_of_gpu"][i] = b.memory.total_bytes / b.memory_capacity_bytes
     labels[prefix + "bottleneck"][i] = b.bottleneck
     if prefix:
         return

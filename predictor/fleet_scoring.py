@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from features import physics, scenarios
+from features.memory import jobs_memory
 from features.table import validate_columns
 from predictor.fleet_columns import (
     FLEET_BOTTLENECKS, OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories, scored_columns,
@@ -114,6 +115,7 @@ def _score_data_parallel(
     }
     numbers["total_gpus"] = base.resolved.total_gpus
     numbers["arithmetic_floor_s"] = _arithmetic_floor_s(base.resolved, k)
+    numbers["memory_share_of_gpu"] = _memory_share(base.resolved)
     if target is not None:
         numbers["target_step_time_s"] = target.step_time_s
         numbers["speedup"] = result.speedup
@@ -123,6 +125,7 @@ def _score_data_parallel(
                 numbers[name] = getattr(result, name)
         labels["target_bottleneck"] = (target.bottleneck, FLEET_BOTTLENECKS)
         numbers["target_total_gpus"] = target.resolved.total_gpus
+        numbers["target_memory_share_of_gpu"] = _memory_share(target.resolved)
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}
     _blank_failed(columns, base, target)
@@ -147,6 +150,13 @@ def _arithmetic_floor_s(resolved, k: int) -> np.ndarray:
     if resolved.matrix_flops_per_sample is None:
         return np.full(k, np.nan)
     return physics.arithmetic_floor_s(resolved.device_inputs())
+
+
+def _memory_share(resolved) -> np.ndarray:
+    """Each configuration's estimated memory per GPU over its GPU's (NaN where not estimated)."""
+    memory = jobs_memory(resolved)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return memory.total_bytes / memory.capacity_bytes
 
 
 def _blank_failed(columns: dict[str, np.ndarray], base, target) -> None:

@@ -35,6 +35,10 @@ class FleetSummary:
     measured: MeasuredCheck | None = None
     #: Median throughput ratio where the scenario changes some job's samples per step (else NaN).
     median_throughput_ratio: float = float("nan")
+    #: Predicted jobs whose estimated memory per GPU exceeds their GPU's (:mod:`features.memory`), and under the
+    #: scenario, the target's.
+    over_memory: int = 0
+    target_over_memory: int = 0
 
     def lines(self) -> list[str]:
         out = [
@@ -59,6 +63,10 @@ class FleetSummary:
                 out.append(f"{what}: no job could be scored under this scenario")
             if self.not_applicable:
                 out.append(f"{what}: does not apply to {self.not_applicable:,} predicted jobs (reason in the error column)")
+            if self.target_over_memory:
+                out.append(f"{what}: {self.target_over_memory:,} jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)")
+        if self.over_memory:
+            out.append(f"{self.over_memory:,} predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)")
         measured = self.measured.line() if self.measured is not None else None
         if measured:
             out.append(measured)
@@ -110,4 +118,14 @@ def summarize(
         layout_rows=int(layout.sum()),
         measured=measured_check(scored, confidence_level),
         median_throughput_ratio=float(np.median(throughput[np.isfinite(speedup)])) if changed.any() else float("nan"),
+        over_memory=_over(scored, "memory_share_of_gpu", predicted),
+        target_over_memory=_over(scored, "target_memory_share_of_gpu", np.isfinite(speedup)),
     )
+
+
+def _over(scored: pd.DataFrame, column: str, rows: np.ndarray) -> int:
+    """How many of ``rows`` have ``column`` above 1 (0 where the column is absent)."""
+    if column not in scored:
+        return 0
+    with np.errstate(invalid="ignore"):
+        return int((rows & (scored[column].to_numpy(float) > 1.0)).sum())

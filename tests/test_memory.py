@@ -127,3 +127,41 @@ def test_measured_runs_fit_their_gpus(shared_data):
     lambda_rows = (runs["source"] == "lambdal/deeplearning-benchmark").to_numpy() & estimated
     fullest = runs.loc[lambda_rows].assign(ratio=ratio[lambda_rows]).groupby("model")["ratio"].max()
     assert fullest.median() > 0.5, fullest
+
+
+def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does():
+    import numpy as np
+    import pandas as pd
+
+    from predictor.fleet import score_fleet
+
+    frame = pd.DataFrame({
+        "name": ["fits", "too-large", "custom", "cpu"],
+        "model": ["bert-large-squad", "bert-large-squad", None, "testbed-resnet"],
+        "flops_per_sample": [np.nan, np.nan, 1e9, np.nan],
+        "param_count": [np.nan, np.nan, 1e6, np.nan],
+        "memory_bytes_per_sample": [np.nan, np.nan, 1e7, np.nan],
+        "input_bytes_per_sample": [np.nan, np.nan, 1e5, np.nan],
+        "batch_size_per_gpu": [4, 512, 8, 8],
+        "precision": ["fp16", "fp16", "fp32", "fp32"],
+        "gpu": ["T4", "T4", "T4", "cpu-host"],
+    })  # fmt: skip
+    scored = score_fleet(frame, to=["gpu=A100-SXM4-80GB"], model="none")
+    predictor = Predictor(model=None)
+    for i in (0, 1):
+        row = frame.iloc[i]
+        job = _job(int(row.batch_size_per_gpu), "T4")
+        memory = predictor.time(job).memory
+        assert scored["memory_share_of_gpu"][i] == pytest.approx(memory["total_bytes"] / memory["capacity_bytes"], rel=1e-12)
+        target = predictor.time(_job(int(row.batch_size_per_gpu), "A100-SXM4-80GB")).memory
+        assert scored["target_memory_share_of_gpu"][i] == pytest.approx(target["total_bytes"] / target["capacity_bytes"], rel=1e-12)
+    assert scored["memory_share_of_gpu"][0] < 1 < scored["memory_share_of_gpu"][1]
+    # No estimate without a catalogue model's activation count, nor on a CPU device.
+    assert np.isnan(scored["memory_share_of_gpu"][2]) and np.isfinite(scored["step_time_s"][2])
+    assert np.isnan(scored["memory_share_of_gpu"][3])
+    from predictor.fleet import summarize
+
+    lines = summarize(scored, to=["gpu=A100-SXM4-80GB"]).lines()
+    # BERT-large at batch 512 needs about 170 GB: more than the T4's 16 GB and the A100's 80 GB.
+    assert "gpu=A100-SXM4-80GB: 1 jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)" in lines
+    assert "1 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)" in lines
