@@ -136,8 +136,7 @@ def jobs_memory(resolved) -> DataParallelMemory:
     if catalogs is None:
         return _parts(*(np.full(n, np.nan) for _ in range(8)))
     specs = list(catalogs.workloads.workloads)
-    trained = np.array([w.dense_param_count for w in specs], float)
-    other = np.array([w.param_count for w in specs], float) - trained
+    other = np.array([w.param_count - w.dense_param_count for w in specs], float)
     sparse = np.array([w.domain in SPARSE_EMBEDDING_DOMAINS for w in specs], bool)
     activation = np.array([np.nan if w.activation_bytes_per_sample_fp32 is None else w.activation_bytes_per_sample_fp32 for w in specs])
     capacity = np.array([d.memory_bytes if d.kind == "gpu" else np.nan for d in catalogs.hardware.devices], float)
@@ -145,8 +144,9 @@ def jobs_memory(resolved) -> DataParallelMemory:
     known = (w >= 0) & (d >= 0)
     w, d = np.where(known, w, 0), np.where(known, d, 0)
     activation_per_sample = np.where(known, activation[w], np.nan)
+    # The trained parameters the physics exchanges (a job's explicit param_count wins over the catalogue's).
     return _parts(
-        trained[w], other[w], sparse[w], activation_per_sample, resolved.batch_size_per_gpu,
+        resolved.param_count, other[w], sparse[w], activation_per_sample, resolved.batch_size_per_gpu,
         resolved.bytes_per_element, resolved.total_gpus, np.where(known, capacity[d], np.nan),
     )
 

@@ -212,6 +212,8 @@ def workload_records() -> list[dict[str, Any]]:
             "params_m": w.param_count / 1e6,
             "dense_params_m": w.dense_param_count / 1e6,
             "memory_mb_per_sample": w.memory_bytes_per_sample_fp32 / 1e6,
+            # Saved for the backward pass, FP32 (features.memory); None where not counted.
+            "activations_mb_per_sample": None if w.activation_bytes_per_sample_fp32 is None else w.activation_bytes_per_sample_fp32 / 1e6,
             "flops_per_byte": w.arithmetic_intensity_flops_per_byte,
             "batch": w.default_batch_size_per_gpu,
             "ai_matrix": w.ai_matrix,

@@ -165,3 +165,20 @@ def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does():
     # BERT-large at batch 512 needs about 170 GB: more than the T4's 16 GB and the A100's 80 GB.
     assert "gpu=A100-SXM4-80GB: 1 jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)" in lines
     assert "1 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)" in lines
+
+
+def test_predict_workloads_lists_the_activation_count():
+    result = runner.invoke(app, ["workloads", "--json"])
+    assert result.exit_code == 0, result.output
+    resnet = next(r for r in json.loads(result.output)["workloads"] if r["name"] == "resnet50")
+    assert resnet["activations_mb_per_sample"] == pytest.approx(workload_catalog().workloads.get("resnet50", "model").activation_bytes_per_sample_fp32 / 1e6)
+
+
+def test_an_explicit_param_count_is_the_one_held():
+    """A job that names a catalogue model and gives its own param_count trains that many parameters."""
+    base = _job(8, "A100-SXM4-80GB")
+    bigger = {**base, "workload": {**base["workload"], "param_count": 1e9}}
+    predictor = Predictor(model=None)
+    a, b = predictor.time(base).memory["parts"], predictor.time(bigger).memory["parts"]
+    assert b["optimizer_bytes"] == 8e9 and b["gradients_bytes"] == 4e9
+    assert b["activations_bytes"] == a["activations_bytes"]
