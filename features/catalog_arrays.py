@@ -60,6 +60,8 @@ class CatalogArrays:
     #: forward + backward + optimizer (one kernel per tensor: PyTorch's default off GPUs) per step
     workload_kernels_per_tensor: np.ndarray
     workload_backward_kernels: np.ndarray
+    #: Forward + backward kernels of one pass (what a gradient-accumulation step repeats).
+    workload_pass_kernels: np.ndarray
     workload_matrix_kernels: np.ndarray
     workload_winograd_share: np.ndarray  # Winograd-eligible FLOPs over matrix FLOPs
     workload_gradients: list  # (elements in backward order, ready fractions) or None
@@ -167,6 +169,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
             op_array("kernels_forward") + op_array("kernels_backward") + op_array("kernels_optimizer_per_tensor")
         ),
         workload_backward_kernels=op_array("kernels_backward"),
+        workload_pass_kernels=op_array("kernels_forward") + op_array("kernels_backward"),
         workload_matrix_kernels=op_array("matrix_kernels"),
         workload_winograd_share=winograd_share,
         workload_gradients=gradients,

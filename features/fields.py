@@ -89,6 +89,10 @@ FIELDS: tuple[Field, ...] = (
     Field("workload", "kernels_per_step", "int",
           "Kernels one training step launches (forward, backward, optimizer); default: the counted figure, else the default split (features/workloads.py).",
           lower=1.0, upper=100_000_000.0),
+    Field("workload", "gradient_accumulation_steps",
+          description="Forward and backward passes per step, batch_size_per_gpu split evenly among them (gradients are "
+                      "exchanged and the optimizer runs once per step); default 1.",
+          **_COUNT),
     Field("parallelism", "architecture", "str", "How gradients are exchanged.", default="single", allowed=ARCHITECTURES),
     Field("parallelism", "workers", description="Worker processes (hosts for ps-worker).", default=1, **_COUNT),
     Field("parallelism", "gpus_per_worker", description="GPUs each worker drives.", default=1, **_COUNT),

@@ -101,6 +101,9 @@ def layout_job_from_row(row: Mapping[str, Any]) -> LayoutJob:
     TP x PP x CP x DP. ``global_batch_size`` defaults to DP x micro-batch
     (no gradient accumulation); ``precision`` to bf16.
     """
+    if _value(row, "gradient_accumulation_steps") is not None:
+        raise SpecError("workload.gradient_accumulation_steps", _value(row, "gradient_accumulation_steps"),
+                        "a layout job accumulates through global_batch_size: data_parallel x micro_batch_size x passes")
     shape = _shape(row)
     hardware = hardware_catalog()
     gpu = hardware.device(str(_value(row, "gpu") or ""), "cluster.gpu") if _value(row, "gpu") else None

@@ -29,10 +29,8 @@ The fleet carries the estimate as each row's share of its GPU's memory
 across the job's GPUs, as every large-scale implementation of them does
 (TorchRec, HugeCTR), and held in FP32 without optimizer state.
 
-The batch per GPU is taken as one pass: a job whose batch accumulates
-gradients over several passes (BERT pre-training's tables count up to
-32,768 samples per GPU per optimizer step) holds one pass's activations, and
-its estimate is high. The parts are estimates from counted figures; the memory check on every
+A step of several passes (``gradient_accumulation_steps``) holds one pass's
+activations: the batch per GPU over the passes. The parts are estimates from counted figures; the memory check on every
 measured data-parallel run (``tests/test_memory.py``) says how close they
 come to the GPU's capacity. A custom model without an activation count gets
 no estimate.
@@ -140,13 +138,14 @@ def jobs_memory(resolved) -> DataParallelMemory:
     sparse = np.array([w.domain in SPARSE_EMBEDDING_DOMAINS for w in specs], bool)
     activation = np.array([np.nan if w.activation_bytes_per_sample_fp32 is None else w.activation_bytes_per_sample_fp32 for w in specs])
     capacity = np.array([d.memory_bytes if d.kind == "gpu" else np.nan for d in catalogs.hardware.devices], float)
+    passes = 1.0 if resolved.passes_per_step is None else resolved.passes_per_step
     w, d = resolved.workload_index, resolved.device_index
     known = (w >= 0) & (d >= 0)
     w, d = np.where(known, w, 0), np.where(known, d, 0)
     activation_per_sample = np.where(known, activation[w], np.nan)
     # The trained parameters the physics exchanges (a job's explicit param_count wins over the catalogue's).
     return _parts(
-        resolved.param_count, other[w], sparse[w], activation_per_sample, resolved.batch_size_per_gpu,
+        resolved.param_count, other[w], sparse[w], activation_per_sample, resolved.batch_size_per_gpu / passes,
         resolved.bytes_per_element, resolved.total_gpus, np.where(known, capacity[d], np.nan),
     )
 
@@ -156,11 +155,11 @@ def job_memory(resolved, row: int) -> DataParallelMemory | None:
     return jobs_memory(resolved).row(row)
 
 
-def may_not_fit_message(memory: DataParallelMemory, batch_size_per_gpu: float) -> str:
+def may_not_fit_message(memory: DataParallelMemory, samples_per_pass: float) -> str:
     """The warning for a step whose estimate exceeds its GPU's memory."""
     gib = 2.0**30
     return (
         f"memory: about {memory.total_bytes / gib:.1f} GB per GPU needed (activations {memory.activations_bytes / gib:.1f} GB "
-        f"at batch {batch_size_per_gpu:g} in one pass), the GPU has {memory.capacity_bytes / gib:.0f} GB; the step may not run: "
-        "try a smaller batch per GPU or a sharded layout (a batch accumulated over several passes needs less)"
+        f"at {samples_per_pass:g} samples per pass), the GPU has {memory.capacity_bytes / gib:.0f} GB; the step may not run: "
+        "try a smaller batch per GPU, gradient_accumulation_steps or a sharded layout"
     )

@@ -27,7 +27,9 @@ def first_given(*candidates: np.ndarray) -> np.ndarray:
     return out
 
 
-def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory, per_tensor_optimizer=False) -> dict[str, np.ndarray]:
+def op_classes(
+    cols, cat: CatalogArrays, has_model, safe_model, flops, memory, per_tensor_optimizer=False, passes=1.0
+) -> dict[str, np.ndarray]:
     """Per-sample op-class volumes and per-step kernels of every job.
 
     A job's own op-class fields win. Otherwise a catalogue model's counted
@@ -38,7 +40,12 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory, p
     FLOPs (none for a custom model). Where ``per_tensor_optimizer`` (jobs on
     a CPU, where PyTorch's optimizers default to one kernel per tensor), a
     catalogue model's step counts its per-tensor optimizer kernels instead
-    of the multi-tensor ``foreach`` ones.
+    of the multi-tensor ``foreach`` ones. A step of ``passes`` forward and
+    backward passes (gradient accumulation) launches their kernels once per
+    pass, the optimizer's once; its matrix operators are each a pass's size
+    (``passes`` times as many); the backward kernels counted are one pass's,
+    the one the gradient exchange can overlap. A job's own ``kernels_per_step``
+    counts the whole step as given.
     """
 
     def catalogue_or(values: np.ndarray, default: float) -> np.ndarray:
@@ -57,9 +64,11 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory, p
         cat.workload_kernels[safe_model],
     )
     catalogue_kernels = np.where(has_model, counted, default_kernels)
-    kernels = first_given(cols["kernels_per_step"], catalogue_kernels)
+    pass_kernels = catalogue_or(cat.workload_pass_kernels, DEFAULT_KERNELS_FORWARD + DEFAULT_KERNELS_BACKWARD)
+    step_kernels = catalogue_kernels + (passes - 1.0) * pass_kernels
+    kernels = first_given(cols["kernels_per_step"], step_kernels)
     # A job's own kernel count keeps the catalogue's (or the default's) backward and matrix shares.
-    kernel_scale = kernels / catalogue_kernels
+    kernel_scale = kernels / step_kernels
     return {
         "matrix_flops_per_sample": matrix_flops,
         "other_flops_per_sample": other_flops,
@@ -67,6 +76,6 @@ def op_classes(cols, cat: CatalogArrays, has_model, safe_model, flops, memory, p
         "memory_bound_bytes_per_sample": bound_bytes,
         "kernels_per_step": kernels,
         "backward_kernels_per_step": catalogue_or(cat.workload_backward_kernels, DEFAULT_KERNELS_BACKWARD) * kernel_scale,
-        "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * kernel_scale,
+        "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * passes * kernel_scale,
         "winograd_flops_per_sample": matrix_flops * catalogue_or(cat.workload_winograd_share, 0.0),
     }

@@ -275,6 +275,9 @@ class DeviceInputs:
     winograd_flops: np.ndarray | None = None
     #: A CPU device's computing processes per core they share, where above 1 (None or NaN: 1).
     processes_per_core: np.ndarray | None = None
+    #: Forward and backward passes per step (gradient accumulation; None: 1): the host's per-step work
+    #: repeats per pass, and the gradient exchange overlaps the last pass's backward only.
+    passes: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -350,7 +353,7 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         matrix_s=matrix_s * slicing,
         memory_bound_s=memory_bound_s * slicing,
         launch_s=d.kernels * d.kernel_launch_latency_s * launch_scale * slicing,
-        host_s=d.host_overhead_s * host_scale * slicing,
+        host_s=d.host_overhead_s * host_scale * slicing * (1.0 if d.passes is None else d.passes),
     )
 
 
@@ -416,6 +419,7 @@ class PhysicsArrays:
 
 
 def backward_s(device: DeviceTimes, d: DeviceInputs, k: PhysicsConstants) -> np.ndarray:
-    """Seconds of the backward pass: its share of operator time and its own kernels' launches."""
+    """Seconds of the (last) backward pass: its share of one pass's operator time and its own kernels' launches."""
     launch_scale = np.where(d.is_gpu, k.launch_scale, 1.0)
-    return BACKWARD_SHARE * device.operators_s + d.backward_kernels * d.kernel_launch_latency_s * launch_scale
+    passes = 1.0 if d.passes is None else d.passes
+    return BACKWARD_SHARE * device.operators_s / passes + d.backward_kernels * d.kernel_launch_latency_s * launch_scale

@@ -19,7 +19,7 @@ from features.errors import UnknownNameError
 from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
 from features.mechanisms import PhysicsConstants, physics_constants
 from features.op_class_split import first_given, op_classes
-from features.rules import check_links, check_not_layout, check_parallelism, check_workload
+from features.rules import check_links, check_not_layout, check_parallelism, check_passes, check_workload
 from features.table import JobTable, map_values
 from features.units import BYTES_PER_ELEMENT, GRADIENT_BYTES_PER_ELEMENT
 
@@ -58,6 +58,8 @@ class ResolvedJobs:
     nodes: np.ndarray
     gpus_per_node_used: np.ndarray
     nics_per_node: np.ndarray
+    #: Forward and backward passes per step (gradient accumulation); the batch per GPU is split among them.
+    passes_per_step: np.ndarray | None = None
     # The roofline physics' inputs (features.physics).
     matrix_flops_per_sample: np.ndarray | None = None
     other_flops_per_sample: np.ndarray | None = None
@@ -157,6 +159,7 @@ class ResolvedJobs:
             is_gpu=self.device_is_gpu,
             kernel_launch_latency_s=self.kernel_launch_latency_s,
             host_overhead_s=self.host_overhead_s,
+            passes=self.passes_per_step,
             is_tuned=self.is_tuned,
             is_compiled=self.is_compiled,
         )
@@ -324,8 +327,10 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     )
     gradient_bytes = first_given(cols["gradient_bytes"], param_count * gradient_bytes_per_element)
     batch = first_given(cols["batch_size_per_gpu"], catalogue_or_nan(cat.workload_default_batch))
-    op = op_classes(cols, cat, has_model, safe_model, flops, memory, per_tensor_optimizer=~cat.device_is_gpu[safe_device])
+    passes = np.where(np.isnan(cols["gradient_accumulation_steps"]), 1.0, cols["gradient_accumulation_steps"])
+    op = op_classes(cols, cat, has_model, safe_model, flops, memory, per_tensor_optimizer=~cat.device_is_gpu[safe_device], passes=passes)
     check_workload(table, cat, has_model, flops, memory, input_bytes, param_count, batch)
+    check_passes(table, batch, passes)
 
     # Parallelism.
     arch = table.map_column("architecture", ARCHITECTURE_CODES, -1, int)
@@ -381,6 +386,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         network_link_index=np.where(ok, network, -1),
         architecture_code=np.where(ok, arch, -1),
         batch_size_per_gpu=masked(batch),
+        passes_per_step=masked(passes),
         bytes_per_element=masked(bytes_per_element),
         flops_per_sample=masked(flops),
         memory_bytes_per_sample=masked(memory),

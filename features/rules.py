@@ -70,6 +70,15 @@ def check_workload(table, cat, has_model, flops, memory, input_bytes, param_coun
         )
 
 
+def check_passes(table, batch, passes) -> None:
+    """Each forward and backward pass of an accumulated step takes at least one sample."""
+    with np.errstate(invalid="ignore"):
+        short = table.ok & (batch < passes)
+    table.fail(short, lambda i: str(SpecError(
+        "workload.gradient_accumulation_steps", int(passes[i]),
+        f"at most batch_size_per_gpu ({batch[i]:g}) passes: each pass takes at least one sample")))
+
+
 def check_parallelism(table, arch, total_gpus, gpus_per_node, nodes, gpus_per_worker, cols) -> None:
     single = arch == ARCHITECTURE_CODES["single"]
     table.fail(single & (total_gpus != 1), lambda i: str(SpecError(

@@ -291,7 +291,8 @@ class Predictor:
             warnings += _faster_than_the_peak(result.resolved, row, measured)
         memory = job_memory(result.resolved, row)
         if memory is not None and not memory.fits:
-            warnings += (may_not_fit_message(memory, int(result.resolved.batch_size_per_gpu[row])),)
+            resolved = result.resolved
+            warnings += (may_not_fit_message(memory, float(resolved.batch_size_per_gpu[row] / resolved.passes_per_step[row])),)
         return Prediction(
             name=name,
             step_time_s=step_time_s,

@@ -73,7 +73,7 @@ def test_a_step_too_large_for_its_gpu_is_predicted_with_a_warning():
     large = predictor.time(_job(512, "T4"))
     assert large.fits is False
     (warning,) = [w for w in large.warnings if w.startswith("memory:")]
-    assert "the GPU has 16 GB" in warning and "batch 512" in warning
+    assert "the GPU has 16 GB" in warning and "at 512 samples per pass" in warning
     # The parts scale with the batch: activations 128x, the rest alike.
     parts_small, parts_large = small.memory["parts"], large.memory["parts"]
     assert parts_large["activations_bytes"] == pytest.approx(128 * parts_small["activations_bytes"])
@@ -97,7 +97,8 @@ def test_cli_time_and_compare_carry_the_estimate(tmp_path):
 
 
 #: Measured runs whose estimate exceeds their GPU: BERT pre-training tables count the samples of an
-#: optimizer step, gradient accumulation included (up to 32,768 per GPU), and Mask R-CNN is counted
+#: optimizer step, gradient accumulation included (up to 32,768 per GPU), without the number of passes,
+#: so their rows keep gradient_accumulation_steps at 1; and Mask R-CNN is counted
 #: at its largest input (800 x 1333) for every image.
 OVER_CAPACITY_EXPECTED = {"bert-large", "bert-large-binned", "bert-large-seq128", "bert-large-unpadded", "mask-rcnn"}
 
@@ -182,3 +183,55 @@ def test_an_explicit_param_count_is_the_one_held():
     a, b = predictor.time(base).memory["parts"], predictor.time(bigger).memory["parts"]
     assert b["optimizer_bytes"] == 8e9 and b["gradients_bytes"] == 4e9
     assert b["activations_bytes"] == a["activations_bytes"]
+
+
+def test_an_accumulated_step_holds_one_pass_and_runs_no_faster():
+    predictor = Predictor(model=None, overlap="roofline")
+    whole = _job(512, "A100-SXM4-80GB")
+    split = {**whole, "workload": {**whole["workload"], "gradient_accumulation_steps": 8}}
+    pass_sized = _job(64, "A100-SXM4-80GB")
+    a, b, c = (predictor.time(j) for j in (whole, split, pass_sized))
+    assert b.memory["parts"]["activations_bytes"] == pytest.approx(c.memory["parts"]["activations_bytes"])
+    assert a.fits is False and b.fits is True
+    # Eight passes of 64 do the arithmetic of one pass of 512 with eight times its launches and host work,
+    # so they are slower than it, and faster than eight steps of 64 (one optimizer step instead of eight).
+    assert b.step_time_s > a.step_time_s
+    assert b.step_time_s < 8 * c.step_time_s
+
+
+def test_more_passes_than_samples_is_refused_naming_the_field(tmp_path):
+    path = tmp_path / "job.json"
+    job = _job(4, "T4")
+    job["workload"]["gradient_accumulation_steps"] = 8
+    path.write_text(json.dumps(job))
+    result = runner.invoke(app, ["time", "--job", str(path)])
+    assert result.exit_code == 2
+    assert "workload.gradient_accumulation_steps" in result.output and "at most batch_size_per_gpu (4) passes" in result.output
+
+
+def test_a_layout_job_takes_its_passes_from_its_global_batch(tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({
+        "workload": {"model": "gpt3-175b", "gradient_accumulation_steps": 4},
+        "parallelism": {"tensor_parallel": 8, "pipeline_parallel": 8}, "cluster": {"gpu": "H100"},
+    }))
+    result = runner.invoke(app, ["time", "--job", str(path)])
+    assert result.exit_code == 2 and "workload.gradient_accumulation_steps" in result.output
+    assert "global_batch_size" in result.output
+
+
+def test_an_accumulated_step_keeps_none_of_the_learned_correction():
+    """No measured run accumulates gradients: the learned model answers such a step with the physics, and says so."""
+    job = _job(256, "V100-SXM2-32GB")
+    job["workload"]["model"] = "resnet50"
+    split = {**job, "workload": {**job["workload"], "gradient_accumulation_steps": 4}}
+    learned = Predictor().time(split)
+    physics = Predictor(model=None, overlap="roofline").time(split)
+    assert learned.method == "learned"
+    assert learned.step_time_s == pytest.approx(physics.step_time_s, rel=1e-9)
+    assert any("gradient_accumulation_steps above 1" in w for w in learned.warnings)
+    assert learned.lower_s < learned.step_time_s < learned.upper_s
+    # The what-if from one pass to four is the physics' too: the correction's change is faded with it.
+    speedup = Predictor().speedup(job, ["gradient_accumulation_steps=4"]).speedup
+    assert speedup == pytest.approx(Predictor(model=None, overlap="roofline").speedup(job, ["gradient_accumulation_steps=4"]).speedup, rel=1e-9)
+    assert speedup < 1.0

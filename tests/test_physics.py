@@ -738,3 +738,29 @@ def test_an_a800_differs_from_an_a100_only_in_its_all_reduce_bandwidth():
     by_hand = 2 * 7 / 8 * gradient_bytes * (1 / 200e9 - 1 / 300e9)
     assert b.comm.intra_node_s[2] - b.comm.intra_node_s[3] == pytest.approx(by_hand, rel=1e-9)
     assert step[2] > step[3]
+
+
+def test_gradient_accumulation_repeats_each_pass_and_overlaps_the_last_backward_only():
+    job = {"workload": {"model": "resnet50", "precision": "fp16", "batch_size_per_gpu": 256},
+           "parallelism": {"architecture": "allreduce-local", "workers": 8}, "cluster": {"gpu": "V100-SXM2-16GB"}}
+    four = json.loads(json.dumps(job))
+    four["workload"]["gradient_accumulation_steps"] = 4
+    one = json.loads(json.dumps(job))
+    one["workload"]["gradient_accumulation_steps"] = 1
+    r = _resolved([job, four, one])
+    counted = workload_catalog().workloads.get("resnet50", "model").op_classes
+    pass_kernels = counted["kernels_forward"] + counted["kernels_backward"]
+    # Three more passes' forward and backward kernels; the optimizer's once.
+    assert r.kernels_per_step[1] - r.kernels_per_step[0] == pytest.approx(3 * pass_kernels)
+    assert r.matrix_kernels_per_step[1] == pytest.approx(4 * r.matrix_kernels_per_step[0])
+    assert r.backward_kernels_per_step[1] == pytest.approx(r.backward_kernels_per_step[0])  # the last pass's
+    d = r.device_inputs()
+    times = physics.device_times(d, UNIT)
+    assert times.host_s[1] == pytest.approx(4 * times.host_s[0])
+    backward = physics.backward_s(times, d, UNIT)
+    launches = d.backward_kernels * d.kernel_launch_latency_s * UNIT.launch_scale
+    assert backward[1] - launches[1] == pytest.approx((backward[0] - launches[0]) * times.operators_s[1] / times.operators_s[0] / 4)
+    # The same volumes: accumulation moves no more data and does no more arithmetic.
+    assert d.matrix_flops[1] == d.matrix_flops[0] and d.memory_bound_bytes[1] == d.memory_bound_bytes[0]
+    # One pass is the default: giving 1 changes nothing.
+    assert r.kernels_per_step[2] == r.kernels_per_step[0] and times.host_s[2] == times.host_s[0]
