@@ -132,7 +132,28 @@ def markdown(report: FleetReport, images: dict[str, str]) -> str:
     lines.append("")
     if report.measured is not None and (report.measured.jobs or report.measured.below_floor):
         lines += _measured_section(report.measured)
+    if report.memory is not None and (report.memory.over or report.memory.target_over):
+        lines += _memory_section(report.memory, report.scenario)
     return "\n".join(lines)
+
+
+def _memory_section(m: MemoryView, scenario: SpeedupView | None) -> list[str]:
+    lines = [
+        "## Jobs that may not fit their GPU's memory",
+        "",
+        f"{m.over:,} of the {m.estimated:,} predicted jobs with a memory estimate need more per GPU than their GPU holds "
+        "(`memory_share_of_gpu` > 1: trained weights, gradients and Adam's moments in FP32, the counted activations "
+        "of one pass, the all-reduce bucket and a runtime reserve; `features/memory.py`). Their step times are "
+        "predictions for steps that may not run.",
+        "",
+    ]
+    if m.over_by_gpu:
+        lines += _markdown_table(["GPU", "jobs over its memory"], [[gpu, f"{n:,}"] for gpu, n in m.over_by_gpu.items()])
+        lines.append("")
+    if scenario is not None and m.target_estimated:
+        lines += [f"Under {scenario.scenario}, {m.target_over:,} of the {m.target_estimated:,} jobs it scores would not fit "
+                  "the target's memory (`target_memory_share_of_gpu` > 1).", ""]
+    return lines
 
 
 def _measured_section(m: MeasuredCheck) -> list[str]:

@@ -80,6 +80,39 @@ class SpeedupView:
 
 
 @dataclass(frozen=True)
+class MemoryView:
+    """Predicted jobs whose estimated memory per GPU exceeds their GPU's (``memory_share_of_gpu`` > 1)."""
+
+    estimated: int  # predicted jobs with an estimate
+    over: int
+    over_by_gpu: dict[str, int]  # the GPUs with the most such jobs (at most 10), most first
+    target_estimated: int  # under a scenario: speedups scored whose target has an estimate
+    target_over: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def memory_view(scored: pd.DataFrame) -> MemoryView | None:
+    """The jobs over their GPU's memory, overall and by GPU (None without the column)."""
+    if "memory_share_of_gpu" not in scored.columns:
+        return None
+    share = scored["memory_share_of_gpu"].to_numpy(float)
+    estimated = np.isfinite(scored["step_time_s"].to_numpy(float)) & np.isfinite(share)
+    with np.errstate(invalid="ignore"):
+        over = estimated & (share > 1.0)
+    by_gpu = scored.loc[over, "gpu"].astype(str).value_counts().head(10) if "gpu" in scored.columns else pd.Series(dtype=int)
+    target_estimated = target_over = 0
+    if "target_memory_share_of_gpu" in scored.columns and "speedup" in scored.columns:
+        target = scored["target_memory_share_of_gpu"].to_numpy(float)
+        scored_speedup = np.isfinite(scored["speedup"].to_numpy(float)) & np.isfinite(target)
+        target_estimated = int(scored_speedup.sum())
+        with np.errstate(invalid="ignore"):
+            target_over = int((scored_speedup & (target > 1.0)).sum())
+    return MemoryView(int(estimated.sum()), int(over.sum()), {str(k): int(v) for k, v in by_gpu.items()}, target_estimated, target_over)
+
+
+@dataclass(frozen=True)
 class FleetReport:
     """Every number of the report, and the files written."""
 
@@ -103,6 +136,8 @@ class FleetReport:
     files: list[str]
     #: The fleet's measured steps against the predictions (``jobs`` 0 where it gives none).
     measured: MeasuredCheck | None = None
+    #: The jobs that may not fit their GPU's memory (None where the scoring has no estimate).
+    memory: MemoryView | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +160,7 @@ class FleetReport:
             "top_gains": json.loads(self.top_gains.to_json(orient="records")),
             "files": self.files,
             "measured": None if self.measured is None else self.measured.to_dict(),
+            "memory": None if self.memory is None else self.memory.to_dict(),
         }
 
 
@@ -389,4 +425,5 @@ def build_report(
         total_gain=total,
         files=[],
         measured=measured_check(scored, confidence_level),
+        memory=memory_view(scored),
     )

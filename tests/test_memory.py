@@ -130,7 +130,7 @@ def test_measured_runs_fit_their_gpus(shared_data):
     assert fullest.median() > 0.5, fullest
 
 
-def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does():
+def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does(tmp_path):
     import numpy as np
     import pandas as pd
 
@@ -166,6 +166,15 @@ def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does():
     # BERT-large at batch 512 needs about 170 GB: more than the T4's 16 GB and the A100's 80 GB.
     assert "gpu=A100-SXM4-80GB: 1 jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)" in lines
     assert "1 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)" in lines
+    from predictor.fleet_report import write_report
+
+    report = write_report(scored, tmp_path / "report", to=["gpu=A100-SXM4-80GB"], model="none")
+    assert (report.memory.estimated, report.memory.over, report.memory.over_by_gpu) == (2, 1, {"T4": 1})
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Jobs that may not fit their GPU's memory" in text
+    assert "1 of the 2 predicted jobs with a memory estimate need more per GPU than their GPU holds" in text
+    assert f"Under gpu=A100-SXM4-80GB, 1 of the {report.memory.target_estimated} jobs it scores would not fit" in text
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["memory"]["over"] == 1
 
 
 def test_predict_workloads_lists_the_activation_count():
