@@ -155,11 +155,27 @@ def job_memory(resolved, row: int) -> DataParallelMemory | None:
     return jobs_memory(resolved).row(row)
 
 
+def samples_that_fit(memory: DataParallelMemory, samples_per_pass: float) -> int:
+    """The most samples per pass whose step fits the GPU (0 where the rest of the step alone does not)."""
+    per_sample = memory.activations_bytes / samples_per_pass
+    room = memory.capacity_bytes - (memory.total_bytes - memory.activations_bytes)
+    if room < per_sample:
+        return 0
+    return int(room // per_sample) if per_sample > 0 else int(samples_per_pass)
+
+
 def may_not_fit_message(memory: DataParallelMemory, samples_per_pass: float) -> str:
-    """The warning for a step whose estimate exceeds its GPU's memory."""
+    """The warning for a step whose estimate exceeds its GPU's memory, with what would fit."""
     gib = 2.0**30
+    most = samples_that_fit(memory, samples_per_pass)
+    if most:
+        advice = (f"about {most:,} samples per pass fit: try a smaller batch per GPU, gradient_accumulation_steps "
+                  "or a sharded layout")
+    else:
+        rest = (memory.total_bytes - memory.activations_bytes) / gib
+        advice = f"without its activations the step needs {rest:.1f} GB: try a sharded layout"
     return (
         f"memory: about {memory.total_bytes / gib:.1f} GB per GPU needed (activations {memory.activations_bytes / gib:.1f} GB "
         f"at {samples_per_pass:g} samples per pass), the GPU has {memory.capacity_bytes / gib:.0f} GB; the step may not run: "
-        "try a smaller batch per GPU, gradient_accumulation_steps or a sharded layout"
+        + advice
     )

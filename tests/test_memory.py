@@ -244,3 +244,20 @@ def test_an_accumulated_step_keeps_none_of_the_learned_correction():
     speedup = Predictor().speedup(job, ["gradient_accumulation_steps=4"]).speedup
     assert speedup == pytest.approx(Predictor(model=None, overlap="roofline").speedup(job, ["gradient_accumulation_steps=4"]).speedup, rel=1e-9)
     assert speedup < 1.0
+
+
+def test_the_warning_says_how_many_samples_fit():
+    from features.memory import may_not_fit_message, samples_that_fit
+
+    # 1 M trained parameters on one GPU at FP32 (16 MB of weights, gradients and moments), 100 MB saved
+    # per sample, a 2 GiB GPU: (2 GiB - 16 MB - 1 GiB reserve) // 100 MB = 10 samples.
+    w = _workload(param_count=1e6, dense_param_count=1e6, activation_bytes_per_sample_fp32=1e8, domain="vision")
+    m = data_parallel_memory(w, batch_size_per_gpu=64, element_bytes=4, total_gpus=1, capacity_bytes=2 * GIB)
+    assert not m.fits
+    assert samples_that_fit(m, 64) == int((2 * GIB - 16e6 - RUNTIME_RESERVE_BYTES) // 1e8) == 10
+    assert "about 10 samples per pass fit" in may_not_fit_message(m, 64)
+    # Where the weights alone exceed the GPU, no batch helps.
+    huge = _workload(param_count=1e9, dense_param_count=1e9, activation_bytes_per_sample_fp32=1e8, domain="vision")
+    m = data_parallel_memory(huge, batch_size_per_gpu=1, element_bytes=4, total_gpus=1, capacity_bytes=8 * GIB)
+    assert samples_that_fit(m, 1) == 0
+    assert "without its activations the step needs 15.9 GB: try a sharded layout" in may_not_fit_message(m, 1)
