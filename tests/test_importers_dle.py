@@ -199,3 +199,73 @@ def test_real_bert_pretraining_rows_by_data_loader(shared_data):
     phase1 = result.runs[result.runs["model"] == "bert-large-seq128"]
     assert len(phase1) >= 100 and not phase1["software"].str.contains("PyTorch.*(21.11|22.12)-py3").any()
     assert (result.excluded["reason"] == "phase-1 BERT in length bins").sum() >= 15
+
+
+PHASE2 = "Training performance results > Pre-training NVIDIA DGX A100 (8x A100 80GB)"
+
+
+def test_accumulated_pre_training_steps_carry_their_passes(tmp_path):
+    """The four ways the READMEs state gradient accumulation, read into the optimizer step's batch and passes."""
+    paddle, pytorch = "PaddlePaddle/LanguageModeling/BERT", "PyTorch/LanguageModeling/BERT"
+    tf1, tf2 = "TensorFlow/LanguageModeling/BERT", "TensorFlow2/LanguageModeling/BERT"
+    seq128 = {"model_variant": "Sequence length=128", "section_heading": PHASE2, "container": "20.06-py3"}
+    rows = [
+        # The cell is the accumulated batch: 8,192 per GPU in 64 passes of 128 (TF32).
+        row(1, paddle, "A100-SXM4-80GB", 1, 1, 1, "tf32", 8192, 307.0, "sequences/s",
+            other_config="Accumulation steps (TF32 and FP16)=64 and 32; Sequence length=128", **seq128),
+        # The cell is one pass of 256; the accumulated batch is stated.
+        row(2, pytorch, "A100-SXM4-80GB", 8, 8, 1, "amp", 256, 4591.0, "sequences/s",
+            other_config="Accumulated Batch size / GPU (TF32 and FP16)=8192 and 8192; Accumulation steps (TF32 and FP16)=64 and 32", **seq128),
+        # The header says TF32 first but the cells give mixed precision's 32 first: the same 8,192 sequences in
+        # fewer, larger passes is mixed precision's (half-size activations), so FP16 takes 32 passes of 256.
+        row(3, pytorch, "A100-SXM4-80GB", 8, 8, 1, "amp", 8192, 4553.0, "sequences/s",
+            other_config="Accumulation steps (TF32 and FP16)=32 and 64; Sequence length=128", **seq128),
+        # TensorFlow: one pass of 16 per GPU, 1,024 passes, a global batch of 65,536 over 4 GPUs.
+        row(4, tf1, "V100-SXM2-16GB", 4, 4, 1, "amp", 16, 449.68, "sentences/s", interconnect_inferred=DGX1,
+            other_config="Sequence Length=128; Gradient Accumulation: mixed precision, FP32=1024, 2048; Global Batch Size=65536",
+            model_variant="Sequence Length=128", section_heading=PHASE2),
+        # A global batch per precision (TensorFlow 2): FP32 takes 32 per pass x 2,048 = 65,536 on one GPU.
+        row(5, tf2, "V100-SXM3-32GB", 1, 1, 1, "fp32", 32, 49.97, "sequences/s",
+            other_config="Sequence Length=128; Gradient Accumulation: mixed precision, FP32=1024 , 2048; Global Batch Size: mixed precision, FP32=61440 , 65536",
+            model_variant="Sequence Length=128", section_heading=PHASE2),
+        # A statement that does not add up (32 x 8,192 is not 65,536) is excluded with its numbers.
+        row(6, tf1, "V100-SXM3-32GB", 1, 1, 1, "fp32", 32, 35.32, "sentences/s",
+            other_config="Sequence Length=128; Gradient Accumulation: mixed precision, FP32=1024 , 8192; Global Batch Size=65536",
+            model_variant="Sequence Length=128", section_heading=PHASE2),
+        # No statement: one pass of the cell's batch.
+        row(7, "PyTorch/Classification/ConvNets/resnet50v1.5", "V100-SXM2-16GB", 1, 1, 1, "amp", 256, 1000.0, "images/s"),
+    ]  # fmt: skip
+    runs, excluded = import_dle(write_rows(tmp_path / "dle.csv", HEADER, rows))
+    assert reasons(excluded, "readme_line") == {"6": "accumulation does not add up"}
+    assert "8192 steps against 65536 per GPU" in excluded.iloc[0]["detail"]
+    runs = runs.assign(line=runs["name"].str.split(":").str[2].astype(int)).set_index("line")
+    expected = {1: (8192, 64, 8192 / 307.0), 2: (8192, 32, 8 * 8192 / 4591.0), 3: (8192, 32, 8 * 8192 / 4553.0),
+                4: (16384, 1024, 4 * 16384 / 449.68), 5: (65536, 2048, 65536 / 49.97), 7: (256, 1, 256 / 1000.0)}  # fmt: skip
+    for line, (batch, passes, step_s) in expected.items():
+        got = runs.loc[line]
+        assert (got["batch_size_per_gpu"], got["gradient_accumulation_steps"]) == (batch, passes), line
+        assert got["measured_step_time_s"] == pytest.approx(step_s), line
+
+
+def test_every_accumulated_row_of_the_real_tables_splits_into_whole_passes(shared_data):
+    for importer, name in ((import_dle, "dle_training_throughput.csv"), (import_dle_history, "dle_training_throughput_history.csv")):
+        runs = importer(shared_data / name).runs
+        passes = runs["gradient_accumulation_steps"].to_numpy(float)
+        assert (passes >= 1).all()
+        assert (runs["batch_size_per_gpu"] % passes == 0).all()
+        pre_training = runs["model"].isin(["bert-large", "bert-large-seq128", "bert-large-binned"])
+        assert (passes[~pre_training.to_numpy()] == 1).all()  # only BERT pre-training states accumulation among mapped models
+        assert (passes[pre_training.to_numpy()] > 1).sum() > 50
+
+
+def test_a_single_stated_accumulation_multiplies_the_pass():
+    """``Grad accumulation=24`` (the speech models' tables): the cell is one pass, both precisions alike."""
+    from training.importers.dle_accumulation import accumulation
+
+    assert accumulation("Grad accumulation=24", "amp", 48.0, 1.0) == (24.0, 1152.0, None)
+    assert accumulation("Grad accumulation=24", "tf32", 48.0, 1.0) == (24.0, 1152.0, None)
+    assert accumulation(None, "amp", 48.0, 8.0) == (1.0, 48.0, None)
+    # Labels read where the stated batches differ (PyTorch, 2020: 65,232 at TF32 in 1,208 passes, 65,536 at FP16 in 512).
+    stated = "Accumulated Batch size / GPU (TF32 and FP16)=65232 and 65536; Accumulation steps (TF32 and FP16)=1208 and 512"
+    assert accumulation(stated, "tf32", 54.0, 1.0) == (1208.0, 65232.0, None)
+    assert accumulation(stated, "amp", 128.0, 1.0) == (512.0, 65536.0, None)

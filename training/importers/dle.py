@@ -36,10 +36,16 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   (Transformer-XL, GNMT, Tacotron2) and WaveGlow's audio samples/s are
   multiplied by the workload's ``tokens_per_sample``. NCF's cells are written
   in millions ("22.59M"; the table holds 22.59): the raw cell's "M" scales
-  them by 10^6. BERT pre-training batches include gradient accumulation
-  (thousands of sequences per GPU): the step is the optimizer step, whose
-  compute scales with the batch and whose all-reduce happens once. A batch cell that held two values without a stated order is
+  them by 10^6. A batch cell that held two values without a stated order is
   excluded.
+* Gradient accumulation (BERT pre-training: thousands of sequences per GPU
+  in up to 16,384 passes) as the README states it
+  (:mod:`training.importers.dle_accumulation`): the row is the optimizer
+  step, its batch per GPU the accumulated one and
+  ``gradient_accumulation_steps`` its passes, so the all-reduce and the
+  optimizer run once and every pass launches its kernels. A statement that
+  does not add up (one pass times the passes is not the accumulated batch)
+  excludes the row.
 * Parallelism: 1 GPU -> single; one node -> allreduce-local (gpus_per_node the
   GPUs used); several nodes -> allreduce-cluster over the DGX system's
   published InfiniBand (DGX A100: 8 x HDR per node; DGX-2H: 8 x EDR),
@@ -55,7 +61,7 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   README gives no measurement date), the date the value first appeared for
   the history.
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
-  README version, model table, GPU, precision, per-GPU batch and container
+  README version, model table, GPU, precision, batch cell and container
   by more than the spread between hosts
   (:func:`training.runs.faster_than_one_gpu`) is excluded: the
   TensorFlow BERT phase-1 FP32 rows on 4 to 16 V100s of a DGX-2 (1.35-1.37x
@@ -78,6 +84,7 @@ from training.importers.common import (
     ImportResult, RowAccounting, attribute, catalogues, given, map_unique, numbers, one_gpu_detail, read_source, step_times, text,
     units_per_sample,
 )  # fmt: skip
+from training.importers.dle_accumulation import accumulations
 from training.importers.networking import parse_host_networking
 from training.runs import faster_than_one_gpu
 
@@ -93,7 +100,7 @@ _PRECISION_CLASS = {"fp32": "full", "tf32": "full", "fp16": "reduced", "bf16": "
 DLE_COLUMNS = (
     "source", "readme_line", "model", "model_variant", "model_dir", "framework", "section_heading", "system", "gpu",
     "gpus_total", "gpus_per_node", "nodes", "interconnect_inferred", "precision", "xla", "batch_size_per_gpu",
-    "batch_parse_note", "throughput", "throughput_unit", "throughput_column", "container", "raw_row", "suspect",
+    "batch_parse_note", "throughput", "throughput_unit", "throughput_column", "other_config", "container", "raw_row", "suspect",
 )  # fmt: skip
 
 #: Columns read as text, whatever their cells look like.
@@ -219,13 +226,17 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     rows.exclude(~per_sample_unit & ~np.isin(unit, list(DLE_SAMPLE_UNITS)), "unknown throughput unit", unit)
     per_unit = units_per_sample(model, workloads)
     rows.exclude(per_sample_unit & np.isnan(per_unit), "per-sample unit needs tokens_per_sample", text("", unit, " for workload ", model))
-    step_time_s = step_times(total * batch, throughput, np.where(per_sample_unit, per_unit, 1.0))
+    cell_s = step_times(total * batch, throughput, np.where(per_sample_unit, per_unit, 1.0))
 
     configuration = text("", src["source"].to_numpy(object), "|", model_dir, "|", src["model_variant"].fillna("").to_numpy(object), "|",
                          src["gpu"].to_numpy(object), "|", precision, "|", framework, "|", batch, "|", src["container"].fillna("").to_numpy(object),
                          "|", src["xla"].fillna("").to_numpy(object))
-    superlinear, one_gpu_s = faster_than_one_gpu(configuration, total, step_time_s, rows.ok)
-    rows.exclude(superlinear, "faster per GPU than on one GPU", one_gpu_detail(total, step_time_s, one_gpu_s))
+    # Compared per batch cell, before accumulation is read: a strong-scaling table accumulates fewer passes on more GPUs.
+    superlinear, one_gpu_s = faster_than_one_gpu(configuration, total, cell_s, rows.ok)
+    rows.exclude(superlinear, "faster per GPU than on one GPU", one_gpu_detail(total, cell_s, one_gpu_s))
+    passes, per_step, unread = accumulations(src, batch, total)
+    rows.exclude(np.isnan(passes), "accumulation does not add up", unread)
+    step_time_s = cell_s * per_step / batch
 
     multi_node = nodes > 1
     parsed = [_dgx_fabric(t) for t in src["interconnect_inferred"]]
@@ -239,7 +250,8 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     runs = {
         "name": source_id,
         "model": model,
-        "batch_size_per_gpu": batch,
+        "batch_size_per_gpu": per_step,
+        "gradient_accumulation_steps": passes,
         "precision": precision,
         "framework": framework,
         "software_stack": np.where(xla, "compiled", "stock").astype(object),
