@@ -11,7 +11,13 @@ ranges, the combinations it was trained on:
   domain: vision, language, recommendation ...; ``custom`` likewise);
 * ``architecture x device`` (the device family: ``V100``, ``K80``,
   ``cpu-host``) and ``architecture x network`` (the network tier; ``none``
-  for one-host jobs).
+  for one-host jobs);
+* ``accumulation x model``: a step of several passes
+  (``gradient_accumulation_steps`` above 1) of a model measured only in
+  single-pass steps, or never. A one-pass step is not checked by it. The
+  residual reads an accumulated step's launches and host work through features
+  learned on the steps it saw; on a model never measured accumulating, its
+  correction had made eight passes slower than eight separate steps.
 
 Rule for a job outside them: each unseen fact keeps a share of the learned log
 correction (``log residual x share``; several unseen facts multiply their
@@ -44,7 +50,7 @@ CUSTOM_FAMILY = "custom"
 #: Network tier of a job that crosses no network.
 NO_NETWORK = "none"
 #: Combination names as stored in the artefact's ``domain.combinations``.
-COMBINATIONS = ("architecture x device", "architecture x network")
+COMBINATIONS = ("architecture x device", "architecture x network", "accumulation x model")
 #: Every checked fact, as named in notes and in the artefact's ``domain.shrink``.
 FACTS = ("framework", "software stack", "model", "model family", *COMBINATIONS)
 #: The artefact's ``domain`` key holding the seen values of each single fact.
@@ -76,6 +82,10 @@ def fact_codes(resolved: ResolvedJobs) -> dict[str, tuple[np.ndarray, np.ndarray
     # A one-host job's default tier is one it never crosses.
     network = np.where(one_host, len(links) - 1, resolved.network_link_index)
     facts["network"] = indexed(network, links)
+    # A single-pass step has no accumulation fact to check (None), an accumulated one is "accumulated".
+    passes = resolved.passes_per_step if resolved.passes_per_step is not None else np.ones(len(ok))
+    with np.errstate(invalid="ignore"):
+        facts["accumulation"] = indexed((passes > 1).astype(np.int64), [None, "accumulated"])
     stack = resolved.software_stack_index if resolved.software_stack_index is not None else np.full(len(ok), -1)
     facts["software stack"] = indexed(np.asarray(stack, np.int64), list(SOFTWARE_STACKS) + [None])
     columns = resolved.table.columns
@@ -96,7 +106,7 @@ def combination_codes(facts: dict[str, tuple[np.ndarray, np.ndarray]], combinati
 
 
 def domain_facts(resolved: ResolvedJobs) -> dict[str, np.ndarray]:
-    """Per job: framework, software stack, model, model family, architecture, device family and network tier (None on failed rows)."""
+    """Per job: framework, software stack, model, model family, architecture, device family, network tier and accumulation (None on failed rows)."""
     return {name: np.append(names, None)[codes] for name, (codes, names) in fact_codes(resolved).items()}
 
 
@@ -106,7 +116,9 @@ def _is_unseen(value, seen: set) -> bool:
 
 
 def _present(codes: np.ndarray, names: np.ndarray) -> set:
-    return {names[c] for c in np.unique(codes[codes >= 0]) if names[c] is not None}
+    """The names ``codes`` take, leaving out missing ones and combinations with a missing side (never checked)."""
+    present = (names[c] for c in np.unique(codes[codes >= 0]))
+    return {n for n in present if n is not None and not n.endswith(" x None") and not n.startswith("None x ")}
 
 
 def seen_domain(resolved: ResolvedJobs) -> dict[str, list]:

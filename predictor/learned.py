@@ -79,34 +79,11 @@ def _times(artefact: Artefact, resolved: ResolvedJobs, breakdown: BreakdownArray
     kept, combination_notes = unseen_facts(domain, resolved)
     extrapolation = _merge_notes(extrapolation, combination_notes)
     pooled |= combination_notes != None  # noqa: E711
-    kept, extrapolation, pooled = _accumulated_at_the_physics(resolved, kept, extrapolation, pooled)
     extrapolation = _append_note(extrapolation, pooled, "the interval is the pooled one")
     bins = step_bins(artefact.step_calibration, resolved.table)
     bins[pooled] = POOLED
     log_step, low, high = faded_prediction(artefact.step_calibration, log_physics, residual, kept, bins, confidence_level)
     return LearnedTimes(log_step, np.exp(low), np.exp(high), extrapolation, pooled, log_physics, residual, kept)
-
-
-#: Why a step of several passes keeps none of the correction.
-ACCUMULATION_NOTE = "gradient_accumulation_steps above 1: no measured run accumulates gradients, so the physics alone answers"
-
-
-def _accumulated_at_the_physics(resolved: ResolvedJobs, kept: np.ndarray, notes: np.ndarray, pooled: np.ndarray):
-    """Steps of several passes keep none of the correction, with a note and the pooled interval.
-
-    The residual learned on single-pass steps reads an accumulated step's
-    launches and host work as those of one pass of the whole batch; its
-    correction there made eight passes slower than eight separate steps.
-    """
-    passes = resolved.passes_per_step
-    if passes is None:
-        return kept, notes, pooled
-    with np.errstate(invalid="ignore"):
-        accumulated = resolved.ok & (passes > 1)
-    if not accumulated.any():
-        return kept, notes, pooled
-    note = np.where(accumulated, ACCUMULATION_NOTE, None).astype(object)
-    return np.where(accumulated, 0.0, kept), _merge_notes(notes, note), pooled | accumulated
 
 
 def faded_prediction(

@@ -161,3 +161,23 @@ def test_a_silicon_twin_must_name_a_catalogue_device(tmp_path):
                                              (1.0, "the prediction keeps 100% of the learned correction")])
 def test_the_kept_share_in_words(share, text):
     assert kept_note(share) == text
+
+
+def test_an_accumulated_step_is_checked_against_the_models_measured_accumulating(model_dirs, testbed_runs):
+    """No testbed run accumulates: an accumulated step of a testbed model fades to the physics and says so,
+    while its single-pass step keeps the whole correction (the fact is not checked there)."""
+    new, _ = model_dirs
+    row = testbed_runs.iloc[0]
+    job = {"workload": {"model": row["model"], "batch_size_per_gpu": 32, "framework": row["framework"]},
+           "parallelism": {"architecture": "single"}, "cluster": {"gpu": row["gpu"]}}  # fmt: skip
+    accumulated = {**job, "workload": {**job["workload"], "gradient_accumulation_steps": 4}}
+    metadata = json.loads((new / "metadata.json").read_text())
+    assert metadata["domain"]["combinations"]["accumulation x model"] == []
+    single = Predictor(model=new).time(job)
+    faded = Predictor(model=new).time(accumulated)
+    physics = Predictor(model=None, overlap=metadata["baseline"]).time(accumulated).step_time_s
+    assert not any("accumulation x model" in w for w in single.warnings)
+    assert f"accumulation x model accumulated x {row['model']} is not in the training data" in " ".join(faded.warnings)
+    share = metadata["domain"]["shrink"].get("accumulation x model", SHRINK_PER_UNSEEN)
+    assert share == SHRINK_PER_UNSEEN  # nothing to estimate it on
+    assert faded.step_time_s == pytest.approx(physics, rel=1e-9)

@@ -165,3 +165,20 @@ def test_a_held_out_model_takes_the_other_layouts_of_its_network_with_it():
     rows = [{"model": m, "gpu": "V100", "architecture": "single"} for m in models]
     names = fact_names(fact_codes(resolve(table_from_rows(rows))), "model")
     assert list(names) == ["bert-large"] * 4 + ["resnet50"]
+
+
+def test_accumulated_steps_are_one_value_per_network_and_single_passes_none():
+    """The accumulation x model fact checks accumulated steps only, its model side held out by network as the model is."""
+    from features.resolve import resolve
+    from features.table import table_from_rows
+
+    rows = [
+        {"model": "bert-large", "batch_size_per_gpu": 4096, "gradient_accumulation_steps": 128},
+        {"model": "bert-large-seq128", "batch_size_per_gpu": 8192, "gradient_accumulation_steps": 64},
+        {"model": "resnet50", "batch_size_per_gpu": 256, "gradient_accumulation_steps": 4},
+        {"model": "resnet50", "batch_size_per_gpu": 256, "gradient_accumulation_steps": 1},
+        {"model": "resnet50", "batch_size_per_gpu": 256},
+    ]
+    rows = [{**r, "gpu": "V100", "architecture": "single"} for r in rows]
+    names = fact_names(fact_codes(resolve(table_from_rows(rows))), "accumulation x model")
+    assert list(names) == ["accumulated x bert-large", "accumulated x bert-large", "accumulated x resnet50", None, None]

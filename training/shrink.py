@@ -113,11 +113,14 @@ def fact_names(facts: dict, label: str) -> np.ndarray:
     BERT-large padded, unpadded, in length bins and at length 128), as the
     leave-one-model-out protocol holds them out: a variant whose network
     trained would make an unseen model look easier than a new network is.
+    So is the model side of a combination (``accumulated x bert-large``).
     """
     codes, names = fact_values(facts, label)
     whole = [n is not None and not n.endswith(" x None") and not n.startswith("None x ") for n in map(str_or_none, names)]
     if label == "model":
         names = np.array([None if n is None else network_of([n])[0] for n in names], object)
+    elif label.endswith(" x model"):
+        names = np.array([n if not ok else n.rsplit(" x ", 1)[0] + " x " + network_of([n.rsplit(" x ", 1)[1]])[0] for n, ok in zip(names, whole)], object)
     return np.where(np.append(whole, False)[codes], np.append(names, None)[codes], None)
 
 
