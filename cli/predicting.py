@@ -88,6 +88,10 @@ def compare_command(
         list[str] | None,
         typer.Option("--gpu", help="A GPU to compare (repeatable; name or alias); default: one GPU of each catalogue family."),
     ] = None,
+    accumulate_to_fit: Annotated[
+        bool,
+        typer.Option("--accumulate-to-fit", help="Score a GPU the step may not fit in the fewest gradient-accumulation passes that fit."),
+    ] = False,
     as_json: JsonOption = False,
     overlap: OverlapOption = "none",
     model: ModelOption = "default",
@@ -95,13 +99,15 @@ def compare_command(
 ) -> None:
     """Rank GPUs for one job: its step time and speedup on each (the gpu= what-if of predict speedup).
 
+    With --accumulate-to-fit, a GPU whose memory the data-parallel step may exceed is scored as the same
+    step in the fewest passes that fit (gradient_accumulation_steps dividing the batch per GPU).
     Exit code 3 (after the ranking) when no GPU compared, the job's own included, can run the job.
 
     Example: predict compare --job examples/jobs/resnet50-single.json --gpu A100 --gpu H100 --gpu H800
     """
     from predictor.compare import compare_gpus
 
-    comparison = compare_gpus(make_predictor(overlap, model, confidence_level), job, gpu)
+    comparison = compare_gpus(make_predictor(overlap, model, confidence_level), job, gpu, accumulate_to_fit)
     if as_json:
         echo_json(comparison.to_dict())
     else:

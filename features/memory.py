@@ -164,6 +164,16 @@ def samples_that_fit(memory: DataParallelMemory, samples_per_pass: float) -> int
     return int(room // per_sample) if per_sample > 0 else int(samples_per_pass)
 
 
+def passes_that_fit(memory: DataParallelMemory, batch_size_per_gpu: float, passes: float) -> int | None:
+    """The fewest passes, each an equal whole share of ``batch_size_per_gpu``, whose step fits the GPU
+    (None where not even one sample per pass does: only a sharded layout would)."""
+    most = samples_that_fit(memory, batch_size_per_gpu / passes)
+    batch = int(round(batch_size_per_gpu))
+    if not most or batch != batch_size_per_gpu:
+        return None
+    return next(k for k in range(max(1, -(-batch // most)), batch + 1) if batch % k == 0)
+
+
 def may_not_fit_message(memory: DataParallelMemory, samples_per_pass: float) -> str:
     """The warning for a step whose estimate exceeds its GPU's memory, with what would fit."""
     gib = 2.0**30

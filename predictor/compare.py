@@ -11,6 +11,13 @@ fit its memory) is listed with the reason and no numbers.
 The default candidates are one GPU per family of the catalogue (its family
 default: the SXM part of an A100 or H100, say), plus the job's own GPU. A layout job that does not fit its own GPU gets
 the same list, without speedups: which GPUs could hold it, and how fast.
+
+With ``accumulate_to_fit`` a data-parallel candidate whose step may not fit its
+memory is scored again as the same optimizer step in the fewest passes that fit
+(``gpu=NAME`` and ``gradient_accumulation_steps=K``, K dividing the batch per
+GPU; :func:`features.memory.passes_that_fit`): what the job would take there
+made to fit, with the samples per step unchanged, so its speedup compares like
+with like.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ class GpuOption:
     error: str | None = None
     #: The precision the GPU computes at where it has no path for the job's (bf16 on a V100: fp32).
     computes_at: str | None = None
+    #: Passes per step the option was scored at, where it was made to fit by accumulating (None otherwise).
+    passes: int | None = None
+    samples_per_pass: float | None = None
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -94,8 +104,9 @@ def default_candidates() -> list[str]:
     return [next((d for d in members if d.family_default), members[0]).name for members in families.values()]
 
 
-def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None) -> Comparison:
-    """The job under ``gpu=NAME`` for each of ``gpus`` (default :func:`default_candidates`) and its own GPU."""
+def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None, accumulate_to_fit: bool = False) -> Comparison:
+    """The job under ``gpu=NAME`` for each of ``gpus`` (default :func:`default_candidates`) and its own GPU;
+    with ``accumulate_to_fit``, in the fewest passes that fit where its step does not (module docstring)."""
     catalog = hardware_catalog()
     job = as_job(job)
     baseline = predictor.time(job)
@@ -114,10 +125,12 @@ def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None) -> 
     options = []
     for name in dict.fromkeys([own, *names]):
         option = _option(predictor, job, name, layout)
+        if accumulate_to_fit and option.fits is False:
+            option = _accumulated_to_fit(predictor, job, option)
         computes_at = catalog.device(name).compute_precision(precision)
         if computes_at != precision and option.error is None:
             option = replace(option, computes_at=computes_at)
-        if name == own and option.error is None:  # the job itself: 1x by definition
+        if name == own and option.error is None and option.passes is None:  # the job itself: 1x by definition
             option = replace(option, speedup=1.0, speedup_lower=None, speedup_upper=None)
         if not fits and option.error is None:  # no speedup over a job that cannot run
             option = replace(option, speedup=None)
@@ -127,9 +140,25 @@ def compare_gpus(predictor, job: JobLike, gpus: Sequence[str] | None = None) -> 
     return Comparison(job.name, own, baseline.step_time_s if fits else None, method, tuple(ranked))
 
 
-def _option(predictor, job, gpu: str, layout: bool) -> GpuOption:
+def _accumulated_to_fit(predictor, job, option: GpuOption) -> GpuOption:
+    """``option`` scored again in the fewest passes that fit, or as it was where none does."""
+    from features.memory import DataParallelMemory, passes_that_fit
+
+    memory = predictor.speedup(job, [f"gpu={option.gpu}"]).target.memory
+    batch = float(job.row["batch_size_per_gpu"])
+    passes = float(job.row.get("gradient_accumulation_steps") or 1)
+    needed = passes_that_fit(DataParallelMemory(**memory["parts"], capacity_bytes=memory["capacity_bytes"]), batch, passes)
+    if needed is None:
+        return option
+    accumulated = _option(predictor, job, option.gpu, False, (f"gradient_accumulation_steps={needed}",))
+    if accumulated.error is not None:
+        return option
+    return replace(accumulated, passes=needed, samples_per_pass=batch / needed)
+
+
+def _option(predictor, job, gpu: str, layout: bool, more: tuple[str, ...] = ()) -> GpuOption:
     try:
-        result = predictor.speedup(job, [f"gpu={gpu}"])
+        result = predictor.speedup(job, [f"gpu={gpu}", *more])
     except SpecError as error:
         return GpuOption(gpu, error=str(error))
     target = result.target

@@ -160,6 +160,8 @@ def print_comparison(comparison) -> None:
         notes = ["its own GPU" if o.gpu == comparison.gpu else "outside the training data" if o.outside_training_data else ""]
         if o.computes_at is not None:
             notes.append(f"computes at {o.computes_at}")
+        if o.passes is not None:
+            notes.append(f"fits in {o.passes} passes of {o.samples_per_pass:g}")
         if o.fits is False:
             notes.append(f"may not fit ({o.memory_per_gpu_bytes / 2**30:.0f} GB)")
         note = "; ".join(n for n in notes if n)

@@ -264,3 +264,48 @@ def test_the_warning_says_how_many_samples_fit():
     m = data_parallel_memory(huge, batch_size_per_gpu=1, element_bytes=4, total_gpus=1, capacity_bytes=8 * GIB)
     assert samples_that_fit(m, 1) == 0
     assert "without its activations the step needs 15.9 GB: try a sharded layout" in may_not_fit_message(m, 1)
+
+
+def test_the_fewest_whole_passes_that_fit():
+    from features.memory import DataParallelMemory, passes_that_fit
+
+    def memory(rest_gib, activations_gib, capacity_gib):
+        return DataParallelMemory(rest_gib * GIB, 0.0, 0.0, 0.0, 0.0, activations_gib * GIB, 0.0, capacity_gib * GIB)
+
+    # 10 GB besides 8 GB of activations for 64 samples (1/8 GB each) on 16 GB: 6 GB hold 48 samples a pass.
+    assert passes_that_fit(memory(10, 8, 16), 64, 1) == 2  # 2 passes of 32
+    # 60 samples at 1/8 GB each, 3 GB free: 24 a pass, so 3 passes at least, and 3 divides 60.
+    assert passes_that_fit(memory(10, 7.5, 13), 60, 1) == 3
+    # 64 samples, 24 a pass: 3 passes do not split 64 evenly, 4 of 16 do.
+    assert passes_that_fit(memory(10, 8, 13), 64, 1) == 4
+    # Already 2 passes of 32 (4 GB of activations): the count is of the whole batch, 4 of 16 at 2.5 GB free.
+    assert passes_that_fit(memory(10, 4, 12.5), 64, 2) == 4
+    assert passes_that_fit(memory(17, 8, 16), 64, 1) is None  # the rest alone exceeds the GPU
+
+
+def test_compare_can_make_the_step_fit_by_accumulating(tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(_job(128, "A100-SXM4-80GB")))
+    plain = {o["gpu"]: o for o in json.loads(runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4", "--json"]).output)["options"]}
+    result = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4", "--accumulate-to-fit", "--json"])
+    assert result.exit_code == 0, result.output
+    options = {o["gpu"]: o for o in json.loads(result.output)["options"]}
+    t4 = options["T4"]
+    assert plain["T4"]["fits"] is False and "passes" not in plain["T4"]
+    assert t4["fits"] is True and 128 % t4["passes"] == 0 and t4["samples_per_pass"] == 128 / t4["passes"]
+    # The same answer as the what-if spelled out, one fewer pass would not fit, and the job's own GPU is untouched.
+    job = _job(128, "A100-SXM4-80GB")
+    spelled = Predictor().speedup(job, ["gpu=T4", f"gradient_accumulation_steps={t4['passes']}"])
+    assert t4["step_time_s"] == pytest.approx(spelled.target.step_time_s, rel=1e-12)
+    assert t4["speedup"] == pytest.approx(spelled.speedup, rel=1e-12)
+    fewer = max(k for k in range(1, t4["passes"]) if 128 % k == 0)
+    assert Predictor().speedup(job, ["gpu=T4", f"gradient_accumulation_steps={fewer}"]).target.fits is False
+    assert options["A100-SXM4-80GB"] == plain["A100-SXM4-80GB"]
+    text = runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4", "--accumulate-to-fit"], env={"COLUMNS": "200"})
+    assert f"fits in {t4['passes']} passes of {128 // t4['passes']}" in text.output
+    # A job too large for its own GPU: that row too is accumulated, and its speedup is over the job as given.
+    path.write_text(json.dumps(_job(512, "A100-SXM4-80GB")))
+    out = json.loads(runner.invoke(app, ["compare", "--job", str(path), "--gpu", "T4", "--accumulate-to-fit", "--json"]).output)
+    own = next(o for o in out["options"] if o["gpu"] == "A100-SXM4-80GB")
+    assert own["passes"] > 1 and own["fits"] is True
+    assert own["speedup"] == pytest.approx(out["step_time_s"] / own["step_time_s"], rel=1e-9)
