@@ -81,7 +81,7 @@ def fleet_command(
     # The summary needs a few columns; the report needs the jobs and their predictions.
     keep = None if report is not None else [
         "step_time_s", "memory_s", "speedup", "throughput_ratio", "error", "measured_step_time_s", "lower_s", "upper_s",
-        "arithmetic_floor_s", "memory_share_of_gpu", "target_memory_share_of_gpu",
+        "arithmetic_floor_s", "memory_share_of_gpu", "target_memory_share_of_gpu", "passes_to_fit",
     ]
     kept = []
 

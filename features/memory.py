@@ -165,13 +165,33 @@ def samples_that_fit(memory: DataParallelMemory, samples_per_pass: float) -> int
 
 
 def passes_that_fit(memory: DataParallelMemory, batch_size_per_gpu: float, passes: float) -> int | None:
-    """The fewest passes, each an equal whole share of ``batch_size_per_gpu``, whose step fits the GPU
-    (None where not even one sample per pass does: only a sharded layout would)."""
-    most = samples_that_fit(memory, batch_size_per_gpu / passes)
-    batch = int(round(batch_size_per_gpu))
-    if not most or batch != batch_size_per_gpu:
-        return None
-    return next(k for k in range(max(1, -(-batch // most)), batch + 1) if batch % k == 0)
+    """For a step over its GPU's memory, the fewest passes, each an equal whole share of
+    ``batch_size_per_gpu``, whose step fits (None where not even one sample per pass does: only a
+    sharded layout would; None too where the step already fits)."""
+    needed = jobs_passes_to_fit(memory, np.array([batch_size_per_gpu]), np.array([passes]))[0]
+    return None if np.isnan(needed) else int(needed)
+
+
+def jobs_passes_to_fit(memory: DataParallelMemory, batch_size_per_gpu: np.ndarray, passes: np.ndarray) -> np.ndarray:
+    """:func:`passes_that_fit` for arrays of jobs over their GPU's memory: NaN where the step fits, where
+    one sample per pass does not, where the batch is not whole or there is no estimate."""
+    batch = np.asarray(batch_size_per_gpu, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_sample = memory.activations_bytes / (batch / np.asarray(passes, float))
+        room = memory.capacity_bytes - (memory.total_bytes - memory.activations_bytes)
+        most = np.where(room < per_sample, 0.0, np.where(per_sample > 0, np.floor(room / per_sample), batch))
+        fewest = np.ceil(batch / most)
+    usable = (memory.total_bytes > memory.capacity_bytes) & (most >= 1) & (batch == np.round(batch)) & np.isfinite(fewest)
+    out = np.full(batch.shape, np.nan)
+    rows = np.flatnonzero(usable)
+    if not len(rows):
+        return out
+    # The divisor search runs once per distinct (batch, fewest) pair: a fleet repeats a few of them.
+    b, f = batch[rows].astype(np.int64), np.maximum(fewest[rows], 1).astype(np.int64)
+    keys, inverse = np.unique(b * (1 << 32) + f, return_inverse=True)
+    found = np.array([next(k for k in range(int(key & 0xFFFFFFFF), int(key >> 32) + 1) if (key >> 32) % k == 0) for key in keys], float)
+    out[rows] = found[inverse]
+    return out
 
 
 def may_not_fit_message(memory: DataParallelMemory, samples_per_pass: float) -> str:

@@ -33,6 +33,9 @@ BASELINE_COLUMNS = (
     "arithmetic_floor_s",
     # The step's estimated memory per GPU over the GPU's (features.memory): above 1, it may not fit.
     "memory_share_of_gpu",
+    # Where it may not: the fewest gradient-accumulation passes, dividing the batch per GPU, whose step
+    # fits (features.memory.jobs_passes_to_fit); NaN where it fits or where not one sample a pass does.
+    "passes_to_fit",
 )
 SCENARIO_COLUMNS = (
     "target_step_time_s",

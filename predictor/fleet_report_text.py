@@ -147,6 +147,11 @@ def _memory_section(m: MemoryView, scenario: SpeedupView | None) -> list[str]:
         "predictions for steps that may not run.",
         "",
     ]
+    if m.over:
+        median = "" if m.median_passes_to_fit is None else f", a median of {m.median_passes_to_fit:g} passes"
+        lines += [f"{m.accumulable:,} of them would fit as the same optimizer step in gradient-accumulation passes "
+                  f"(`passes_to_fit`: the fewest that divide the batch per GPU{median}); the other {m.over - m.accumulable:,} "
+                  "need more than one sample a pass leaves room for: a sharded layout.", ""]
     if m.over_by_gpu:
         lines += _markdown_table(["GPU", "jobs over its memory"], [[gpu, f"{n:,}"] for gpu, n in m.over_by_gpu.items()])
         lines.append("")

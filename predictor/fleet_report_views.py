@@ -88,6 +88,8 @@ class MemoryView:
     over_by_gpu: dict[str, int]  # the GPUs with the most such jobs (at most 10), most first
     target_estimated: int  # under a scenario: speedups scored whose target has an estimate
     target_over: int
+    accumulable: int = 0  # of ``over``, those some number of gradient-accumulation passes fits (``passes_to_fit``)
+    median_passes_to_fit: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,7 +111,11 @@ def memory_view(scored: pd.DataFrame) -> MemoryView | None:
         target_estimated = int(scored_speedup.sum())
         with np.errstate(invalid="ignore"):
             target_over = int((scored_speedup & (target > 1.0)).sum())
-    return MemoryView(int(estimated.sum()), int(over.sum()), {str(k): int(v) for k, v in by_gpu.items()}, target_estimated, target_over)
+    passes = scored["passes_to_fit"].to_numpy(float) if "passes_to_fit" in scored.columns else np.full(len(scored), np.nan)
+    accumulable = over & np.isfinite(passes)
+    median = float(np.median(passes[accumulable])) if accumulable.any() else None
+    return MemoryView(int(estimated.sum()), int(over.sum()), {str(k): int(v) for k, v in by_gpu.items()}, target_estimated, target_over,
+                      int(accumulable.sum()), median)
 
 
 @dataclass(frozen=True)

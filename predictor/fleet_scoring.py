@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from features import physics, scenarios
-from features.memory import jobs_memory
+from features.memory import jobs_memory, jobs_passes_to_fit
 from features.table import validate_columns
 from predictor.fleet_columns import (
     FLEET_BOTTLENECKS, OUTPUT_COLUMNS, SCENARIO_COLUMNS, categorical, empty_scored, family_column, link_categories, scored_columns,
@@ -115,7 +115,7 @@ def _score_data_parallel(
     }
     numbers["total_gpus"] = base.resolved.total_gpus
     numbers["arithmetic_floor_s"] = _arithmetic_floor_s(base.resolved, k)
-    numbers["memory_share_of_gpu"] = _memory_share(base.resolved)
+    numbers["memory_share_of_gpu"], numbers["passes_to_fit"] = _memory_columns(base.resolved)
     if target is not None:
         numbers["target_step_time_s"] = target.step_time_s
         numbers["speedup"] = result.speedup
@@ -125,7 +125,7 @@ def _score_data_parallel(
                 numbers[name] = getattr(result, name)
         labels["target_bottleneck"] = (target.bottleneck, FLEET_BOTTLENECKS)
         numbers["target_total_gpus"] = target.resolved.total_gpus
-        numbers["target_memory_share_of_gpu"] = _memory_share(target.resolved)
+        numbers["target_memory_share_of_gpu"] = _memory_columns(target.resolved, passes=False)[0]
 
     columns: dict[str, Any] = {name: np.asarray(values, float) for name, values in numbers.items()}
     _blank_failed(columns, base, target)
@@ -152,11 +152,16 @@ def _arithmetic_floor_s(resolved, k: int) -> np.ndarray:
     return physics.arithmetic_floor_s(resolved.device_inputs())
 
 
-def _memory_share(resolved) -> np.ndarray:
-    """Each configuration's estimated memory per GPU over its GPU's (NaN where not estimated)."""
+def _memory_columns(resolved, passes: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each configuration's estimated memory per GPU over its GPU's (NaN where not estimated), and with
+    ``passes`` where above 1 the fewest passes that fit (NaN elsewhere)."""
     memory = jobs_memory(resolved)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return memory.total_bytes / memory.capacity_bytes
+        share = memory.total_bytes / memory.capacity_bytes
+    if not passes:
+        return share, None
+    per_step = resolved.passes_per_step if resolved.passes_per_step is not None else np.ones(len(share))
+    return share, jobs_passes_to_fit(memory, resolved.batch_size_per_gpu, per_step)
 
 
 def _blank_failed(columns: dict[str, np.ndarray], base, target) -> None:

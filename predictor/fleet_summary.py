@@ -39,6 +39,8 @@ class FleetSummary:
     #: scenario, the target's.
     over_memory: int = 0
     target_over_memory: int = 0
+    #: Of ``over_memory``, the jobs that some number of gradient-accumulation passes would fit (``passes_to_fit``).
+    over_memory_accumulable: int = 0
 
     def lines(self) -> list[str]:
         out = [
@@ -66,7 +68,8 @@ class FleetSummary:
             if self.target_over_memory:
                 out.append(f"{what}: {self.target_over_memory:,} jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)")
         if self.over_memory:
-            out.append(f"{self.over_memory:,} predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)")
+            out.append(f"{self.over_memory:,} predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1); "
+                       f"{self.over_memory_accumulable:,} of them would in gradient-accumulation passes (passes_to_fit)")
         measured = self.measured.line() if self.measured is not None else None
         if measured:
             out.append(measured)
@@ -120,7 +123,13 @@ def summarize(
         median_throughput_ratio=float(np.median(throughput[np.isfinite(speedup)])) if changed.any() else float("nan"),
         over_memory=_over(scored, "memory_share_of_gpu", predicted),
         target_over_memory=_over(scored, "target_memory_share_of_gpu", np.isfinite(speedup)),
+        over_memory_accumulable=_over(scored, "memory_share_of_gpu", predicted & _finite(scored, "passes_to_fit")),
     )
+
+
+def _finite(scored: pd.DataFrame, column: str) -> np.ndarray:
+    """Where ``column`` holds a number (nowhere where the column is absent)."""
+    return np.isfinite(scored[column].to_numpy(float)) if column in scored else np.zeros(len(scored), bool)
 
 
 def _over(scored: pd.DataFrame, column: str, rows: np.ndarray) -> int:

@@ -162,12 +162,19 @@ def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does(tmp_path):
     # No estimate without a catalogue model's activation count, nor on a CPU device.
     assert np.isnan(scored["memory_share_of_gpu"][2]) and np.isfinite(scored["step_time_s"][2])
     assert np.isnan(scored["memory_share_of_gpu"][3])
+    # The over-memory row: the fewest passes one job's compare would give; every other row has none.
+    from features.memory import DataParallelMemory, passes_that_fit
+
+    memory = predictor.time(_job(512, "T4")).memory
+    needed = passes_that_fit(DataParallelMemory(**memory["parts"], capacity_bytes=memory["capacity_bytes"]), 512, 1)
+    assert scored["passes_to_fit"][1] == needed == 32  # about 29 sequences a pass fit: 32 passes of 16
+    assert np.isnan(scored["passes_to_fit"][[0, 2, 3]]).all()
     from predictor.fleet import summarize
 
     lines = summarize(scored, to=["gpu=A100-SXM4-80GB"]).lines()
     # BERT-large at batch 512 needs about 170 GB: more than the T4's 16 GB and the A100's 80 GB.
     assert "gpu=A100-SXM4-80GB: 1 jobs may not fit the target GPU's memory (target_memory_share_of_gpu > 1)" in lines
-    assert "1 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1)" in lines
+    assert "1 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1); 1 of them would in gradient-accumulation passes (passes_to_fit)" in lines
     from predictor.fleet_report import write_report
 
     report = write_report(scored, tmp_path / "report", to=["gpu=A100-SXM4-80GB"], model="none")
@@ -177,6 +184,8 @@ def test_fleet_rows_carry_the_share_of_their_gpu_as_one_job_does(tmp_path):
     assert "1 of the 2 predicted jobs with a memory estimate need more per GPU than their GPU holds" in text
     assert f"Under gpu=A100-SXM4-80GB, 1 of the {report.memory.target_estimated} jobs it scores would not fit" in text
     assert json.loads((tmp_path / "report" / "summary.json").read_text())["memory"]["over"] == 1
+    assert "1 of them would fit as the same optimizer step in gradient-accumulation passes" in text
+    assert (report.memory.accumulable, report.memory.median_passes_to_fit) == (1, 32.0)
 
 
 def test_predict_workloads_lists_the_activation_count():
@@ -281,6 +290,7 @@ def test_the_fewest_whole_passes_that_fit():
     # Already 2 passes of 32 (4 GB of activations): the count is of the whole batch, 4 of 16 at 2.5 GB free.
     assert passes_that_fit(memory(10, 4, 12.5), 64, 2) == 4
     assert passes_that_fit(memory(17, 8, 16), 64, 1) is None  # the rest alone exceeds the GPU
+    assert passes_that_fit(memory(4, 8, 16), 64, 1) is None  # it fits already
 
 
 def test_compare_can_make_the_step_fit_by_accumulating(tmp_path):
@@ -309,3 +319,15 @@ def test_compare_can_make_the_step_fit_by_accumulating(tmp_path):
     own = next(o for o in out["options"] if o["gpu"] == "A100-SXM4-80GB")
     assert own["passes"] > 1 and own["fits"] is True
     assert own["speedup"] == pytest.approx(out["step_time_s"] / own["step_time_s"], rel=1e-9)
+
+
+def test_the_fleet_command_counts_the_jobs_accumulation_would_fit(tmp_path):
+    """The summary the command prints (without a report, from the columns it keeps) counts them too."""
+    import pandas as pd
+
+    path = tmp_path / "fleet.csv"
+    pd.DataFrame({"model": ["bert-large-squad"] * 3, "batch_size_per_gpu": [4, 512, 512], "precision": ["fp16"] * 3,
+                  "gpu": ["T4"] * 3}).to_csv(path, index=False)  # fmt: skip
+    result = runner.invoke(app, ["fleet", "--jobs", str(path), "--model", "none"])
+    assert result.exit_code == 0, result.output
+    assert "2 predicted jobs may not fit their GPU's memory (memory_share_of_gpu > 1); 2 of them would in gradient-accumulation passes (passes_to_fit)" in result.output
