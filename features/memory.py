@@ -194,11 +194,16 @@ def jobs_passes_to_fit(memory: DataParallelMemory, batch_size_per_gpu: np.ndarra
     return out
 
 
-def may_not_fit_message(memory: DataParallelMemory, samples_per_pass: float) -> str:
+def may_not_fit_message(memory: DataParallelMemory, batch_size_per_gpu: float, passes: float = 1.0) -> str:
     """The warning for a step whose estimate exceeds its GPU's memory, with what would fit."""
     gib = 2.0**30
+    samples_per_pass = batch_size_per_gpu / passes
     most = samples_that_fit(memory, samples_per_pass)
-    if most:
+    needed = passes_that_fit(memory, batch_size_per_gpu, passes)
+    if needed is not None:
+        advice = (f"about {most:,} samples per pass fit: gradient_accumulation_steps={needed} "
+                  f"({needed} passes of {batch_size_per_gpu / needed:g}) would, or a smaller batch per GPU or a sharded layout")
+    elif most:
         advice = (f"about {most:,} samples per pass fit: try a smaller batch per GPU, gradient_accumulation_steps "
                   "or a sharded layout")
     else:

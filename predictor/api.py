@@ -292,7 +292,7 @@ class Predictor:
         memory = job_memory(result.resolved, row)
         if memory is not None and not memory.fits:
             resolved = result.resolved
-            warnings += (may_not_fit_message(memory, float(resolved.batch_size_per_gpu[row] / resolved.passes_per_step[row])),)
+            warnings += (may_not_fit_message(memory, float(resolved.batch_size_per_gpu[row]), float(resolved.passes_per_step[row])),)
         return Prediction(
             name=name,
             step_time_s=step_time_s,

@@ -267,7 +267,8 @@ def test_the_warning_says_how_many_samples_fit():
     m = data_parallel_memory(w, batch_size_per_gpu=64, element_bytes=4, total_gpus=1, capacity_bytes=2 * GIB)
     assert not m.fits
     assert samples_that_fit(m, 64) == int((2 * GIB - 16e6 - RUNTIME_RESERVE_BYTES) // 1e8) == 10
-    assert "about 10 samples per pass fit" in may_not_fit_message(m, 64)
+    # The fewest passes that divide 64 and hold at most 10 samples each: 8 of 8.
+    assert "about 10 samples per pass fit: gradient_accumulation_steps=8 (8 passes of 8) would" in may_not_fit_message(m, 64)
     # Where the weights alone exceed the GPU, no batch helps.
     huge = _workload(param_count=1e9, dense_param_count=1e9, activation_bytes_per_sample_fp32=1e8, domain="vision")
     m = data_parallel_memory(huge, batch_size_per_gpu=1, element_bytes=4, total_gpus=1, capacity_bytes=8 * GIB)

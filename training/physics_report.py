@@ -98,7 +98,7 @@ def speedup_table(pairs: pd.DataFrame) -> pd.DataFrame:
         part = oriented(pairs, kind, start, end)
         if len(part):
             records.append(_speedup_record(f"{start} -> {end}", part))
-    for kind, label in (("gpus", "n -> 2n GPUs (Lambda)"), ("intra_node_link", "PCIe <-> NVLink (Lambda)")):
+    for kind, label in (("gpus", "n -> 2n GPUs (every public source)"), ("intra_node_link", "PCIe <-> NVLink (every public source)")):
         part = pairs[(pairs["kind"] == kind) & (pairs["source"] != "testbed")]
         if len(part):
             records.append(_speedup_record(label, part))
