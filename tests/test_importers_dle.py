@@ -100,6 +100,27 @@ def test_mapping_rules(dle_csv):
     assert set(runs.drop(index=["bert-large"])["software_stack"]) == {"stock"}
 
 
+def test_speech_tables_by_unit_and_the_first_transformer_xl_directory(tmp_path):
+    """Tacotron 2's README holds two training tables, told apart by unit; Transformer-XL's first directory held the base model."""
+    speech = "PyTorch/SpeechSynthesis/Tacotron2"
+    rows = [
+        row(1, speech, "A100-SXM4-40GB", 1, 1, 1, "amp", 128, 26484.0, "mels/s"),
+        row(2, speech, "A100-SXM4-40GB", 8, 8, 1, "amp", 10, 905043.0, "samples/s"),
+        row(3, speech, "V100-SXM2-16GB", 1, 1, 1, "amp", 128, 2424.0, "tokens/s"),
+        row(4, "PyTorch/LanguageModeling/TransformerXL", "V100-SXM2-16GB", 1, 1, 1, "fp32", 16, 11499.8, "tokens/s"),
+    ]
+    runs, excluded = import_dle(write_rows(tmp_path / "dle.csv", HEADER, rows))
+    # Input characters a second are not the mel frames the catalogue counts.
+    assert reasons(excluded, "readme_line") == {"3": "model not in the workload catalogue"}
+    assert "tokens/s table of Tacotron 2" in excluded["detail"].iloc[0]
+    runs = runs.set_index("model")
+    # 128 utterances of 566 mel frames at 26,484 frames/s; 8 x 10 segments of 8,000 samples at 905,043 samples/s;
+    # 16 segments of 192 tokens at 11,499.8 tokens/s.
+    assert runs.loc["tacotron2", "measured_step_time_s"] == pytest.approx(128 * 566 / 26484.0)
+    assert runs.loc["waveglow", "measured_step_time_s"] == pytest.approx(8 * 10 * 8000 / 905043.0)
+    assert runs.loc["transformer-xl-base", "measured_step_time_s"] == pytest.approx(16 * 192 / 11499.8)
+
+
 SQUAD = "Training performance results > Fine-tuning training performance for SQuAD on 16G"
 
 

@@ -9,9 +9,14 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
 * Models (by the README's directory, variant and section):
   ``*/resnet50v1.5``, ``RN50v1.5`` -> resnet50; PyTorch SSD -> ssd300-resnet50
   (the TensorFlow SSD is SSD320 with an FPN backbone: not mapped); Mask R-CNN
-  -> mask-rcnn; Transformer-XL base/large -> transformer-xl-base/-large;
-  Tacotron2 (mels/s) -> tacotron2 and, in the same README, the WaveGlow table
-  (audio samples/s) -> waveglow; TensorFlow GNMT -> gnmt; NCF -> ncf; BERT
+  -> mask-rcnn; Transformer-XL base/large -> transformer-xl-base/-large, and
+  the example's first directory name, ``TransformerXL`` (pytorch-19.09
+  tables), -> transformer-xl-base: that version held one configuration,
+  ``run_wt103_base.sh`` (16 layers, d_model 512, 192-token segments and
+  memory, at commit 3d46067af943); Tacotron2 (mels/s) -> tacotron2 and, in
+  the same README, the WaveGlow table (audio samples/s) -> waveglow (the
+  first versions' Tacotron 2 "tokens/sec", input characters, is not mapped);
+  TensorFlow GNMT -> gnmt; NCF -> ncf; BERT
   pre-training at sequence length 512 -> bert-large (padded to 512), or
   bert-large-binned where the example loads LDDL's 64-token length bins
   (PyTorch from the 21.11 container, PaddlePaddle from 22.12); at sequence
@@ -116,6 +121,10 @@ DLE_DIRECTORIES = {
 }
 #: Directories whose model needs the framework as well.
 DLE_FRAMEWORK_DIRECTORIES = {("PyTorch", "SSD"): "ssd300-resnet50"}
+#: The speech README's two training tables by unit: Tacotron 2 in mel frames a second, WaveGlow in audio
+#: samples a second. Its first versions (2019) also gave Tacotron 2 in "tokens/sec", input characters,
+#: which the catalogue does not count.
+TACOTRON2_README_UNITS = {"mels/s": "tacotron2", "samples/s": "waveglow"}
 #: BERT-large pre-training by its stated sequence length: phase 2 and phase 1.
 BERT_PRETRAINING = {"512": "bert-large", "128": "bert-large-seq128"}
 DLE_PRECISIONS = {"amp": "fp16", "tf32": "tf32", "bf16": "bf16", "fp32": "fp32"}
@@ -137,8 +146,8 @@ def import_dle_history(path: str | Path, *, hardware: HardwareCatalog | None = N
     return _import(path, hardware, workloads, DLE_HISTORY_SOURCE, history=True)
 
 
-def dle_model(model_dir: str, variant: object, section: object) -> tuple[str | None, str | None]:
-    """The catalogue model of one README table row, or None and why not."""
+def dle_model(model_dir: str, variant: object, section: object, unit: object = None) -> tuple[str | None, str | None]:
+    """The catalogue model of one README table row (``unit``: its throughput unit), or None and why not."""
     parts = str(model_dir).split("/")
     framework, last = parts[0], parts[-1]
     variant = "" if pd.isna(variant) else str(variant)
@@ -149,6 +158,12 @@ def dle_model(model_dir: str, variant: object, section: object) -> tuple[str | N
         return DLE_FRAMEWORK_DIRECTORIES[(framework, last)], None
     if last == "Transformer-XL":
         return ("transformer-xl-large", None) if variant.lower().startswith("large") else ("transformer-xl-base", None)
+    if last == "TransformerXL":
+        return "transformer-xl-base", None
+    if last == "Tacotron2":
+        if unit in TACOTRON2_README_UNITS:
+            return TACOTRON2_README_UNITS[unit], None
+        return None, f"{model_dir}: a {unit} table of Tacotron 2 (the catalogue counts its mel frames, WaveGlow's audio samples)"
     if last == "BERT":
         if re.search(r"fine-?tuning", section, re.IGNORECASE):
             if "squad" in section.lower():
@@ -193,12 +208,10 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     rows.exclude(pd.Series(source_id).duplicated().to_numpy(), "repeats a row of the source", "same README line, cell and precision")
     conflict, other_label = precision_label_conflicts(src, _sibling_table(path, history))
     rows.exclude(conflict, "published under two precisions", other_label)
-    mapped = [dle_model(d, v, s) for d, v, s in zip(src["model_dir"], src["model_variant"], src["section_heading"])]
+    unit = src["throughput_unit"].to_numpy(object)
+    mapped = [dle_model(d, v, s, u) for d, v, s, u in zip(src["model_dir"], src["model_variant"], src["section_heading"], unit)]
     model = np.array([m for m, _ in mapped], object)
     model_dir = src["model_dir"].astype(str).to_numpy(object)
-    tacotron = np.char.endswith(model_dir.astype(str), "Tacotron2")
-    unit = src["throughput_unit"].to_numpy(object)
-    model = np.where(tacotron & (unit == "samples/s"), "waveglow", model)
     binned = lddl_binned(model_dir, src["container"])
     model = np.where((model == "bert-large") & binned, "bert-large-binned", model)
     rows.exclude(pd.isna(model), "model not in the workload catalogue", np.array([why for _, why in mapped], object))
