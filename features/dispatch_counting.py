@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import conv_flop_count, sdpa_backward_flop_count, sdpa_flop_count
 
 aten = torch.ops.aten
 
@@ -43,11 +43,30 @@ def _cpu_flash_backward_flops(grad_out_shape, query_shape, key_shape, value_shap
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-#: FLOP formulas for the CPU flash-attention kernel, which FlopCounterMode
-#: only knows under its CUDA names (same formulas: 2 matmuls forward, 5 backward).
+def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed, *args, out_shape=None, **kwargs):
+    """A convolution's backward: the input gradient and the weight gradient each cost the forward's FLOPs.
+
+    Each multiply of the forward (an output element, a weight, an input
+    element) appears once in each gradient, per group. FlopCounterMode's own
+    formula (torch 2.14.1) computes the weight gradient as one convolution
+    over all the input channels, so a grouped convolution's weight gradient
+    counts ``groups`` times its work: 32x for ResNeXt's 3x3 convolutions, and a
+    backward of ``1 + groups`` forwards instead of 2 (fixed upstream in
+    pytorch/pytorch#183405, 2026). The forward's output is ``grad_out``;
+    ``args[-1]`` is the output mask.
+    """
+    output_mask = args[-1]
+    forward = conv_flop_count(x_shape, w_shape, grad_out_shape, transposed=transposed)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+#: FLOP formulas FlopCounterMode lacks or miscounts: the CPU flash-attention kernel, which it only
+#: knows under its CUDA names (same formulas: 2 matmuls forward, 5 backward), and a grouped
+#: convolution's backward (:func:`conv_backward_flops`).
 EXTRA_FLOP_FORMULAS = {
     aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops,
     aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward_flops,
+    aten.convolution_backward: conv_backward_flops,
 }
 
 

@@ -26,6 +26,22 @@ def _mlp_probe() -> Probe:
     return Probe(model, make_batch, lambda m, batch: F.cross_entropy(m(batch[0]), batch[1]))
 
 
+def test_grouped_convolution_backward_costs_two_forwards():
+    """A 3x3 convolution of 32 channels in 8 groups on a 1 x 32 x 6 x 6 map (padding 1): each output element
+    takes 4 input channels x 9 taps, so the forward is 2 x 32 x 36 x 4 x 9 = 82,944 FLOPs; the input and
+    the weight gradient each repeat its multiplies once, per group."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(32, 32, 3, padding=1, groups=8, bias=False)
+    x = torch.randn(2, 32, 6, 6)
+
+    def make_batch(b: int):
+        return (x[:b].clone().requires_grad_(True),)
+
+    step = count_step_ops(Probe(conv, make_batch, lambda m, batch: m(batch[0]).sum()), 1)
+    assert step.counts["forward"].matrix_flops == 82_944
+    assert step.counts["backward"].matrix_flops == 2 * 82_944
+
+
 def test_mlp_matrix_flops_and_gradient_order():
     step = count_step_ops(_mlp_probe(), 4)
     # Forward: 2 x 4 x (8 x 16 + 16 x 4) = 1536 FLOPs. Backward: the weight gradients of both
