@@ -121,6 +121,25 @@ def test_speech_tables_by_unit_and_the_first_transformer_xl_directory(tmp_path):
     assert runs.loc["transformer-xl-base", "measured_step_time_s"] == pytest.approx(16 * 192 / 11499.8)
 
 
+def test_a_throughput_under_two_batch_sizes_is_excluded_in_both_places(tmp_path):
+    """SE-ResNeXt101's README printed 285.99 images/s under batch 96 and under 128; the other rows stand."""
+    convnets = "TensorFlow/Classification/ConvNets/se-resnext101-32x4d"
+    rows = [
+        row(1, convnets, "V100-SXM2-16GB", 1, 1, 1, "amp", 96, 285.99, "images/s"),
+        row(2, convnets, "V100-SXM2-16GB", 1, 1, 1, "amp", 128, 285.99, "images/s"),
+        row(3, convnets, "V100-SXM2-16GB", 1, 1, 1, "fp32", 64, 126.44, "images/s"),
+        row(4, "TensorFlow/Classification/ConvNets/resnext101-32x4d", "A100-SXM4-40GB", 8, 8, 1, "tf32", 128, 2854.0, "images/s", xla="yes"),
+    ]
+    runs, excluded = import_dle(write_rows(tmp_path / "dle.csv", HEADER, rows))
+    assert reasons(excluded, "readme_line") == {"1": "published under two batch sizes", "2": "published under two batch sizes"}
+    assert excluded.set_index("readme_line").loc["1", "detail"] == "also at 128 per GPU in the same README"
+    runs = runs.set_index("model")
+    assert runs.loc["se-resnext101-32x4d", "measured_step_time_s"] == pytest.approx(64 / 126.44)
+    resnext = runs.loc["resnext101-32x4d"]
+    assert resnext["measured_step_time_s"] == pytest.approx(8 * 128 / 2854.0)
+    assert (resnext["software_stack"], resnext["architecture"]) == ("compiled", "allreduce-local")
+
+
 SQUAD = "Training performance results > Fine-tuning training performance for SQuAD on 16G"
 
 

@@ -186,6 +186,43 @@ def _unet3d_probe() -> Probe:
     return Probe(UNet3D(), make_batch, loss)
 
 
+class SEBottleneck(torchvision.models.resnet.Bottleneck):
+    """A ResNeXt bottleneck with squeeze-and-excitation (Hu et al. 2018, arXiv:1709.01507).
+
+    Before the residual sum, the block's output channels are rescaled by a gate
+    computed from their global average: a 1x1 convolution down to a sixteenth of
+    the channels, ReLU, a 1x1 convolution back up, sigmoid. As NVIDIA
+    DeepLearningExamples' ConvNets ``se-resnext101-32x4d`` builds it
+    (``SqueezeAndExcitation`` with squeeze ``planes * 4 // 16``).
+    """
+
+    def __init__(self, inplanes: int, planes: int, *args, **kwargs) -> None:
+        super().__init__(inplanes, planes, *args, **kwargs)
+        channels = planes * self.expansion
+        self.squeeze = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1),
+            nn.Conv2d(channels, channels // 16, 1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(channels // 16, channels, 1),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out * self.squeeze(out) + identity)
+
+
+def resnext101_32x4d(block: type = torchvision.models.resnet.Bottleneck) -> nn.Module:
+    """ResNeXt-101 32x4d (Xie et al. 2017, arXiv:1611.05431): ResNet-101's stages with 32 groups of 4 channels
+    in the first stage's 3x3 convolutions (widths doubling per stage), stride in the 3x3 convolution (v1.5)."""
+    return torchvision.models.resnet.ResNet(block, [3, 4, 23, 3], groups=32, width_per_group=4)
+
+
+DLE_CONVNETS = "NVIDIA DeepLearningExamples TensorFlow ConvNets"
+
 AI_MATRIX_CNN = "AI Matrix macro_benchmark/CNN_Tensorflow/train-all.sh runs batch 16, 32 and 64 per GPU"
 
 RECIPES = [
@@ -243,6 +280,35 @@ RECIPES = [
         input_shape=(3, 224, 224),
         sample_unit="images",
         extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
+    ),
+    Recipe(
+        name="resnext101-32x4d",
+        aliases=("resnext101", "resnext-101-32x4d"),
+        domain="vision",
+        description="ResNeXt-101 32x4d, ImageNet, 3x224x224",
+        architecture=f"{TV} ResNet(Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4) (Xie et al. 2017, arXiv:1611.05431)",
+        build=lambda: _classifier_probe(resnext101_32x4d(), 224),
+        input_bytes_per_sample=_image_bytes(224),
+        input_bytes_source=_image_source(224),
+        default_batch_size_per_gpu=128,
+        input_shape=(3, 224, 224),
+        sample_unit="images",
+        extra_sources={"default_batch_size_per_gpu": configured(f"{DLE_CONVNETS} resnext101-32x4d, 128 per GPU at mixed precision")},
+    ),
+    Recipe(
+        name="se-resnext101-32x4d",
+        aliases=("se-resnext101", "se-resnext-101-32x4d"),
+        domain="vision",
+        description="SE-ResNeXt-101 32x4d (squeeze-and-excitation, reduction 16), ImageNet, 3x224x224",
+        architecture=f"{TV} ResNet with features.model_defs.vision.SEBottleneck, [3, 4, 23, 3], groups=32, "
+        "width_per_group=4 (Hu et al. 2018, arXiv:1709.01507)",
+        build=lambda: _classifier_probe(resnext101_32x4d(SEBottleneck), 224),
+        input_bytes_per_sample=_image_bytes(224),
+        input_bytes_source=_image_source(224),
+        default_batch_size_per_gpu=96,
+        input_shape=(3, 224, 224),
+        sample_unit="images",
+        extra_sources={"default_batch_size_per_gpu": configured(f"{DLE_CONVNETS} se-resnext101-32x4d, 96 per GPU at mixed precision")},
     ),
     Recipe(
         name="densenet121",

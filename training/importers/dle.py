@@ -24,10 +24,12 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   (TensorFlow, and PyTorch and PaddlePaddle before LDDL); fine-tuning on
   SQuAD -> bert-large-squad (DeepLearningExamples pre-trains and fine-tunes
   BERT-large).
+  ResNeXt101-32x4d and SE-ResNeXt101-32x4d (the ConvNets directories of
+  those names) -> resnext101-32x4d and se-resnext101-32x4d.
   Not mapped, with the reason: phase 1 loaded in LDDL's length bins (the
   real lengths of its binned sequences are not counted), NER fine-tuning,
-  and models the workload catalogue does not hold (EfficientNet, ResNeXt,
-  BART, Jasper, Wide & Deep on Outbrain, the original DLRM, ...).
+  and models the workload catalogue does not hold (EfficientNet, BART,
+  Jasper, Wide & Deep on Outbrain, the original DLRM, ...).
 * Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
   sparsity) is not a dense precision and is not mapped. Rows the source flags
   ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded,
@@ -43,6 +45,8 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   in millions ("22.59M"; the table holds 22.59): the raw cell's "M" scales
   them by 10^6. A batch cell that held two values without a stated order is
   excluded.
+* A throughput published under two batch sizes (:func:`batch_label_conflicts`)
+  is excluded in both places.
 * Gradient accumulation (BERT pre-training: thousands of sequences per GPU
   in up to 16,384 passes) as the README states it
   (:mod:`training.importers.dle_accumulation`): the row is the optimizer
@@ -115,6 +119,8 @@ DLE_TEXT_COLUMNS = ("batch_size_per_gpu", "xla", "model_variant", "raw_row", "re
 DLE_DIRECTORIES = {
     "resnet50v1.5": "resnet50",
     "RN50v1.5": "resnet50",
+    "resnext101-32x4d": "resnext101-32x4d",
+    "se-resnext101-32x4d": "se-resnext101-32x4d",
     "MaskRCNN": "mask-rcnn",
     "GNMT": "gnmt",
     "NCF": "ncf",
@@ -250,6 +256,8 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     passes, per_step, unread = accumulations(src, batch, total)
     rows.exclude(np.isnan(passes), "accumulation does not add up", unread)
     step_time_s = cell_s * per_step / batch
+    two_batches, other_batch = batch_label_conflicts(src, per_step, rows.ok)
+    rows.exclude(two_batches, "published under two batch sizes", other_batch)
 
     multi_node = nodes > 1
     parsed = [_dgx_fabric(t) for t in src["interconnect_inferred"]]
@@ -299,6 +307,40 @@ def _sibling_table(path, history: bool) -> pd.DataFrame | None:
             f"{sibling} is read beside {Path(path).name} for values published under two precisions, "
             f"but {exc.allowed}; move it away or fix it",
         ) from None
+
+
+#: What one measurement of a README shares whatever its batch cell says: model table, GPU, GPU count,
+#: precision, XLA, container and the throughput itself.
+_SAME_MEASUREMENT = ("model_dir", "model_variant", "gpu", "gpus_total", "precision", "xla", "container", "throughput")
+
+
+def batch_label_conflicts(src: pd.DataFrame, per_step: np.ndarray, standing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose throughput a README gives, in one version or across its versions, under two optimizer steps
+    of different sizes (same model table, GPU, GPU count, precision, XLA and container).
+
+    TensorFlow SE-ResNeXt101's README of June 2020 printed its mixed-precision
+    values, 285.99 and 2,168.4 images/s, under batch 96 in one table and 128 in
+    the next; PyTorch BERT's FP32 phase-2 values (7.56 sequences/s on one
+    V100 16 GB, and their 4- to 16-GPU rows) stood under batch 4 on 2019-08-13
+    and under 2 two weeks later, the same for the 32 GB parts (8, then 4). One
+    label is wrong and nothing says which, so both go, as for values published
+    under two precisions. A measurement published once per pass and once per
+    accumulated step (PaddlePaddle's BERT tables) is one optimizer step, read
+    the same by the accumulation rules. Returns the mask and, per row, the
+    other batch.
+    """
+    keys = src[list(_SAME_MEASUREMENT)].fillna("").astype(str).agg("|".join, axis=1).to_numpy(object)
+    frame = pd.DataFrame({"key": keys, "step": per_step})[standing]
+    steps = frame.groupby("key")["step"].agg(lambda v: sorted(set(v)))
+    conflict = np.zeros(len(src), bool)
+    other = np.full(len(src), "", object)
+    for key, values in steps.items():
+        if len(values) > 1:
+            rows = standing & (keys == key)
+            conflict |= rows
+            for i in np.flatnonzero(rows):
+                other[i] = "also at " + ", ".join(f"{v:g}" for v in values if v != per_step[i]) + " per GPU in the same README"
+    return conflict, other
 
 
 def precision_label_conflicts(src: pd.DataFrame, other: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
