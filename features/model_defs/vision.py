@@ -223,6 +223,24 @@ def resnext101_32x4d(block: type = torchvision.models.resnet.Bottleneck) -> nn.M
 
 DLE_CONVNETS = "NVIDIA DeepLearningExamples TensorFlow ConvNets"
 
+
+def _resnext_recipe(name: str, aliases: tuple[str, ...], description: str, architecture: str, block: type, batch: int) -> Recipe:
+    """A ResNeXt-101 32x4d classifier recipe with ``block`` as its bottleneck, at DeepLearningExamples' mixed-precision batch."""
+    return Recipe(
+        name=name,
+        aliases=aliases,
+        domain="vision",
+        description=description,
+        architecture=architecture,
+        build=lambda: _classifier_probe(resnext101_32x4d(block), 224),
+        input_bytes_per_sample=_image_bytes(224),
+        input_bytes_source=_image_source(224),
+        default_batch_size_per_gpu=batch,
+        input_shape=(3, 224, 224),
+        sample_unit="images",
+        extra_sources={"default_batch_size_per_gpu": configured(f"{DLE_CONVNETS} {name}, {batch} per GPU at mixed precision")},
+    )
+
 AI_MATRIX_CNN = "AI Matrix macro_benchmark/CNN_Tensorflow/train-all.sh runs batch 16, 32 and 64 per GPU"
 
 RECIPES = [
@@ -281,34 +299,22 @@ RECIPES = [
         sample_unit="images",
         extra_sources={"default_batch_size_per_gpu": configured(AI_MATRIX_CNN)},
     ),
-    Recipe(
-        name="resnext101-32x4d",
-        aliases=("resnext101", "resnext-101-32x4d"),
-        domain="vision",
-        description="ResNeXt-101 32x4d, ImageNet, 3x224x224",
-        architecture=f"{TV} ResNet(Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4) (Xie et al. 2017, arXiv:1611.05431)",
-        build=lambda: _classifier_probe(resnext101_32x4d(), 224),
-        input_bytes_per_sample=_image_bytes(224),
-        input_bytes_source=_image_source(224),
-        default_batch_size_per_gpu=128,
-        input_shape=(3, 224, 224),
-        sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": configured(f"{DLE_CONVNETS} resnext101-32x4d, 128 per GPU at mixed precision")},
+    _resnext_recipe(
+        "resnext101-32x4d",
+        ("resnext101", "resnext-101-32x4d"),
+        "ResNeXt-101 32x4d, ImageNet, 3x224x224",
+        f"{TV} ResNet(Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4) (Xie et al. 2017, arXiv:1611.05431)",
+        torchvision.models.resnet.Bottleneck,
+        128,
     ),
-    Recipe(
-        name="se-resnext101-32x4d",
-        aliases=("se-resnext101", "se-resnext-101-32x4d"),
-        domain="vision",
-        description="SE-ResNeXt-101 32x4d (squeeze-and-excitation, reduction 16), ImageNet, 3x224x224",
-        architecture=f"{TV} ResNet with features.model_defs.vision.SEBottleneck, [3, 4, 23, 3], groups=32, "
+    _resnext_recipe(
+        "se-resnext101-32x4d",
+        ("se-resnext101", "se-resnext-101-32x4d"),
+        "SE-ResNeXt-101 32x4d (squeeze-and-excitation, reduction 16), ImageNet, 3x224x224",
+        f"{TV} ResNet with features.model_defs.vision.SEBottleneck, [3, 4, 23, 3], groups=32, "
         "width_per_group=4 (Hu et al. 2018, arXiv:1709.01507)",
-        build=lambda: _classifier_probe(resnext101_32x4d(SEBottleneck), 224),
-        input_bytes_per_sample=_image_bytes(224),
-        input_bytes_source=_image_source(224),
-        default_batch_size_per_gpu=96,
-        input_shape=(3, 224, 224),
-        sample_unit="images",
-        extra_sources={"default_batch_size_per_gpu": configured(f"{DLE_CONVNETS} se-resnext101-32x4d, 96 per GPU at mixed precision")},
+        SEBottleneck,
+        96,
     ),
     Recipe(
         name="densenet121",
