@@ -28,8 +28,10 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   those names) -> resnext101-32x4d and se-resnext101-32x4d.
   Not mapped, with the reason: phase 1 loaded in LDDL's length bins (the
   real lengths of its binned sequences are not counted), NER fine-tuning,
-  and models the workload catalogue does not hold (EfficientNet, BART,
-  Jasper, Wide & Deep on Outbrain, the original DLRM, ...).
+  models the workload catalogue does not hold (EfficientNet, BART, Jasper,
+  Wide & Deep on Outbrain, ...), and namesakes of catalogue workloads that
+  train another configuration (the original DLRM, Transformer-big;
+  :data:`DLE_NAMESAKES`), each with what differs.
 * Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
   sparsity) is not a dense precision and is not mapped. Rows the source flags
   ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded,
@@ -131,6 +133,12 @@ DLE_FRAMEWORK_DIRECTORIES = {("PyTorch", "SSD"): "ssd300-resnet50"}
 #: samples a second. Its first versions (2019) also gave Tacotron 2 in "tokens/sec", input characters,
 #: which the catalogue does not count.
 TACOTRON2_README_UNITS = {"mels/s": "tacotron2", "samples/s": "waveglow"}
+#: Directories named like a catalogue workload that train another configuration of it, with what differs.
+DLE_NAMESAKES = {
+    "DLRM": "the original DLRM (dot interaction, Criteo Terabyte), not the catalogue's MLPerf DLRM-DCNv2",
+    "Transformer": "Transformer-big (PyTorch's --arch transformer_wmt_en_de_big_t2t, TensorFlow's --params=big), "
+    "not the catalogue's base Transformer",
+}
 #: BERT-large pre-training by its stated sequence length: phase 2 and phase 1.
 BERT_PRETRAINING = {"512": "bert-large", "128": "bert-large-seq128"}
 DLE_PRECISIONS = {"amp": "fp16", "tf32": "tf32", "bf16": "bf16", "fp32": "fp32"}
@@ -170,6 +178,8 @@ def dle_model(model_dir: str, variant: object, section: object, unit: object = N
         if unit in TACOTRON2_README_UNITS:
             return TACOTRON2_README_UNITS[unit], None
         return None, f"{model_dir}: a {unit} table of Tacotron 2 (the catalogue counts its mel frames, WaveGlow's audio samples)"
+    if last in DLE_NAMESAKES:
+        return None, f"{model_dir}: {DLE_NAMESAKES[last]}"
     if last == "BERT":
         if re.search(r"fine-?tuning", section, re.IGNORECASE):
             if "squad" in section.lower():
