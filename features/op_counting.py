@@ -419,22 +419,17 @@ def estimated_entry(workload: dict) -> dict:
 
 
 def _print_medians(workloads: list[dict]) -> None:
-    """The medians over counted workloads that the default split's constants record."""
-    import statistics  # noqa: PLC0415
+    """The medians over counted networks that the default split's constants record."""
+    from features.workloads import counted_split_medians  # noqa: PLC0415
 
-    counted = [w for w in workloads if w.get("op_classes", {}).get("provenance") == "counted"]
-    if not counted:
+    m = counted_split_medians(workloads)
+    if not m["networks"]:
         return
-
-    def median(f) -> float:
-        return statistics.median(f(w, w["op_classes"]) for w in counted)
-
     print(
-        "medians over counted workloads: memory-bound byte share "
-        f"{median(lambda w, o: o['memory_bound_bytes_per_sample_fp32'] / max(1, o['memory_bound_bytes_per_sample_fp32'] + o['matrix_bytes_per_sample_fp32'])):.3g}, "
-        f"memory-bound bytes per other FLOP {median(lambda w, o: o['memory_bound_bytes_per_sample_fp32'] / max(1, o['other_flops_per_sample'])):.3g}, "
-        f"kernels forward {median(lambda w, o: o['kernels_forward']):.0f}, backward {median(lambda w, o: o['kernels_backward']):.0f}, "
-        f"matrix {median(lambda w, o: o['matrix_kernels']):.0f}, optimizer foreach {median(lambda w, o: o['kernels_optimizer_foreach']):.0f}",
+        f"medians over {m['networks']:.0f} counted networks: memory-bound byte share {m['memory_bound_byte_share']:.3g}, "
+        f"memory-bound bytes per other FLOP {m['bytes_per_other_flop']:.3g}, kernels forward {m['kernels_forward']:.1f}, "
+        f"backward {m['kernels_backward']:.1f}, matrix {m['matrix_kernels']:.1f}, optimizer foreach "
+        f"{m['kernels_optimizer_foreach']:.0f}",
         file=sys.stderr,
     )
 

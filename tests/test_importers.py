@@ -255,6 +255,12 @@ def test_host_networking_rules(text, link, nics):
         ("NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09", "resnet", "mxnet"),
         ("NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09", "bert", "pytorch"),
         ("NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09", "dlrm_dcnv2", "other"),
+        # The original DLRM: HugeCTR, or NVIDIA's PyTorch implementation (v0.7) where the text names it alone.
+        ("Merlin HugeCTR with NVIDIA DL Frameworks Release 20.06", "dlrm", "other"),
+        ("PyTorch NVIDIA Release 20.06", "dlrm", "pytorch"),
+        ("NGC MXNet 21.05 , NGC PyTorch 21.05 , NGC TensorFlow 21.05-tf1", "dlrm", "other"),
+        ("NVIDIA Release 22.04 Tensorflow, MxNet, pytorch, hugectr", "dlrm", "other"),
+        ("PyTorch NVIDIA Release 20.06", "dlrm_dcnv2", "other"),
         ("MxNet NVIDIA Release 22.04", "bert", "pytorch"),
         ("NVIDIA NeMo Framework Release 23.09", "gpt3", "pytorch"),
         ("NGC MLPerf Training v3.1", "unet3d", "mxnet"),

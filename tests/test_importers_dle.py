@@ -121,6 +121,31 @@ def test_speech_tables_by_unit_and_the_first_transformer_xl_directory(tmp_path):
     assert runs.loc["transformer-xl-base", "measured_step_time_s"] == pytest.approx(16 * 192 / 11499.8)
 
 
+def test_dlrm_by_model_size_and_the_readmes_that_print_the_global_batch(tmp_path):
+    """DLRM's model size picks its tables; PyTorch's READMEs before 729963dd47e7 print the global batch (64k at 8 GPUs)."""
+    pyt, tf2 = "PyTorch/Recommendation/DLRM", "TensorFlow2/Recommendation/DLRM"
+    old = {"source": f"NVIDIA/DeepLearningExamples:{pyt}/README.md@4e764dcd7873"}
+    rows = [
+        row(1, pyt, "A100-SXM4-80GB", 8, 8, 1, "tf32", 65536, 10538937.0, "records of data/s", model_variant="Model size=xlarge", **old),
+        row(2, pyt, "V100-SXM3-32GB", 16, 16, 1, "amp", 65536, 11208483.0, "records of data/s", model_variant="Model size=large", **old),
+        row(3, pyt, "A100-SXM4-80GB", 1, 1, 1, "tf32", 32768, 2684082.0, "records of data/s", model_variant="Model size=small", **old),
+        row(4, pyt, "A100-SXM4-80GB", 8, 8, 1, "tf32", 8192, 11400000.0, "records of data/s", model_variant="Model size=large"),
+        row(5, tf2, "A100-SXM4-80GB", 8, 8, 1, "amp", 8192, 14000000.0, "items/s", model_variant="Model size=extra large"),
+        row(6, "Tensorflow2/Recommendation/DLRM", "V100-SXM2-32GB", 1, 1, 1, "fp32", 65536, 800000.0, "items/s", model_variant="Model size=small"),
+        row(7, pyt, "V100-SXM2-32GB", 1, 1, 1, "fp32", 32768, 494.0, "items/images/s"),
+    ]
+    runs, excluded = import_dle(write_rows(tmp_path / "dle.csv", HEADER, rows))
+    assert reasons(excluded, "readme_line") == {"7": "model not in the workload catalogue"}  # the first README: no size
+    runs = runs.assign(line=runs["source_id"].str.split(":").str[2].astype(int)).sort_values("line")
+    assert list(runs["model"]) == ["dlrm-dot-fl2", "dlrm-dot-fl3", "dlrm-dot-fl15", "dlrm-dot-fl3", "dlrm-dot-fl0", "dlrm-dot-fl15"]
+    # The global 65,536 over 8 and 16 GPUs; one GPU's 32k is its own; the current README's 8k is per GPU already.
+    assert list(runs["batch_size_per_gpu"]) == [8192, 4096, 32768, 8192, 8192, 65536]
+    assert list(runs["framework"]) == ["pytorch"] * 4 + ["tensorflow"] * 2
+    # A step is the global batch over the records a second.
+    expected = [65536 / 10538937.0, 65536 / 11208483.0, 32768 / 2684082.0, 65536 / 11400000.0, 65536 / 14000000.0, 65536 / 800000.0]
+    assert list(runs["measured_step_time_s"]) == pytest.approx(expected)
+
+
 def test_a_throughput_under_two_batch_sizes_is_excluded_in_both_places(tmp_path):
     """SE-ResNeXt101's README printed 285.99 images/s under batch 96 and under 128; the other rows stand."""
     convnets = "TensorFlow/Classification/ConvNets/se-resnext101-32x4d"

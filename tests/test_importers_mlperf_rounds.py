@@ -37,7 +37,8 @@ ROWS = [
     row("v2.0", "bare-a100", "bert", "NVIDIA A100", 8, 1, 448, 3000.0),
     row("v2.0", "dgxa100_n2", "maskrcnn", "NVIDIA A100-SXM-80GB CTS", 8, 2, 128, 1300.0, networking="8x ConnectX-6 IB HDR 200Gb/s"),
     row("v2.1", "dgxa100_n2", "maskrcnn", "NVIDIA A100-SXM-80GB CTS", 8, 2, 128, 1300.0, networking="8x ConnectX-6 IB HDR 200Gb/s"),
-    row("v1.1", "dlrm-box", "dlrm", "NVIDIA A100-SXM4-80GB", 8, 1, 55296, 3e6),
+    row("v1.1", "dlrm-box", "dlrm", "NVIDIA A100-SXM4-80GB", 8, 1, 55296, 3e6, framework="merlin_hugectr NVIDIA Release 21.09"),
+    row("v0.7", "dlrm-pyt", "dlrm", "NVIDIA V100-SXM3-32GB (450W)", 16, 1, 55296, 2.3e7, framework="PyTorch NVIDIA Release 20.06"),
     row("v3.0", "eos_n64", "gpt3", "NVIDIA H100-SXM5-80GB", 8, 64, 1536, 500.0, networking="8x ConnectX-7 IB NDR 400Gb/s"),
     row("v1.0", "tpu-v4-128", "resnet", "TPU-v4", 4, 32, 4096, 1e5),
     row("v1.0", "dgx2h_n2", "rnnt", "NVIDIA V100-SXM3-32GB (450W)", 16, 2, 1024, 6400.0, interconnect="NVLINK 2.0, NVSWITCH 1.0 300GB/s", networking=EDR8),
@@ -51,14 +52,13 @@ def rounds_csv(tmp_path):
 
 def test_every_row_is_mapped_or_excluded_with_its_reason(rounds_csv):
     runs, excluded = import_mlperf_rounds(rounds_csv)
-    assert len(runs) + len(excluded) == len(ROWS) and len(runs) == 5
+    assert len(runs) + len(excluded) == len(ROWS) and len(runs) == 7
     assert dict(zip(excluded["source_id"], excluded["reason"])) == {
         # Two C4140 servers by name, one node of 4 GPUs by description: per GPU twice the one-node C4140's rate.
         "v0.7/Somebody/2xC4140/resnet": "node count contradicts the system's name",
         "v1.0/Somebody/old-ssd/ssd": "benchmark not in the workload catalogue",  # SSD-ResNet34 before v2.0
         "v2.0/Somebody/bare-a100/bert": "gpu variant not stated",
         "v2.1/Somebody/dgxa100_n2/maskrcnn": "repeats an earlier round's value (reused logs)",
-        "v1.1/Somebody/dlrm-box/dlrm": "benchmark not in the workload catalogue",
         "v3.0/Somebody/eos_n64/gpt3": "large-model layout job (tensor/pipeline parallel)",
         "v1.0/Somebody/tpu-v4-128/resnet": "non-NVIDIA accelerator",
     }
@@ -84,6 +84,11 @@ def test_mapping_rules(rounds_csv):
     dgx2h = runs.loc["dgx2h_n2"]
     assert (dgx2h["gpu"], dgx2h["intra_node_link"], dgx2h["network"], dgx2h["gpus_per_worker"]) == ("V100-SXM3-32GB", "nvswitch-gen1", "infiniband-edr", 16)
     assert dgx2h["measured_step_time_s"] == pytest.approx(1024 / 6400.0)
+    # The original DLRM (v0.7-v2.1): HugeCTR, or NVIDIA's PyTorch implementation where the text names only it.
+    hugectr, pyt = runs.loc["dlrm-box"], runs.loc["dlrm-pyt"]
+    assert (hugectr["model"], hugectr["framework"], hugectr["batch_size_per_gpu"]) == ("dlrm-dot", "other", 6912)
+    assert hugectr["measured_step_time_s"] == pytest.approx(55296 / 3e6)
+    assert (pyt["model"], pyt["framework"], pyt["batch_size_per_gpu"]) == ("dlrm-dot", "pytorch", 3456)
 
 
 def test_maskrcnn_throughput_counts_coco_epochs_not_logged_iterations(tmp_path):

@@ -209,6 +209,28 @@ def test_recommendation_tables_are_not_dense():
     assert w.param_count == pytest.approx(26.1e9, rel=0.01)
 
 
+def test_original_dlrm_by_hand():
+    # Bottom 13-512-256-128; the dot interaction of 27 vectors of 128: 351 products below the diagonal
+    # plus the bottom output, 479 features; top 479-1024-1024-512-256-1.
+    bottom = [(13, 512), (512, 256), (256, 128)]
+    top = [(479, 1024), (1024, 1024), (1024, 512), (512, 256), (256, 1)]
+    w = spec("dlrm-dot")
+    assert w.dense_param_count == sum(a * b + b for a, b in bottom + top)
+    # MLPerf's 26 tables capped at 40 M rows: 187,767,399 rows of 128.
+    assert w.param_count == 187_767_399 * 128 + w.dense_param_count
+    # Multiply-adds: the forward's layers and the 27 x 27 x 128 batched product; the backward doubles
+    # each layer but the first (the dense input needs no gradient) and computes two products.
+    forward = sum(a * b for a, b in bottom + top) + 27 * 27 * 128
+    backward = 2 * sum(a * b for a, b in bottom + top) - 13 * 512 + 2 * 27 * 27 * 128
+    assert w.flops_per_sample == 2 * (forward + backward) == 14_737_664
+    # Its DeepLearningExamples sizes: the same network, the tables their frequency threshold leaves.
+    sizes = [spec(f"dlrm-dot-fl{t}") for t in (15, 3, 2, 0)]
+    assert [s.param_count for s in sizes] == sorted(s.param_count for s in sizes)
+    assert {(s.flops_per_sample, s.dense_param_count, s.network_of) for s in sizes} == {(w.flops_per_sample, w.dense_param_count, "dlrm-dot")}
+    assert spec("dlrm-dot-fl2").provenance["param_count"] == "estimated"
+    assert spec("dlrm-dot-fl15").provenance["param_count"] == "published"
+
+
 def test_testbed_recsys_exchanges_its_whole_table():
     w = spec("testbed-recsys")
     assert w.dense_param_count == w.param_count
@@ -256,6 +278,7 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
     assert variants == {
         "bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large", "bert-large-seq128": "bert-large",
         "retinanet-fused-loss": "retinanet",
+        **{f"dlrm-dot-fl{t}": "dlrm-dot" for t in (15, 3, 2, 0)},
     }
     # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one,
     # and phase 1's 128 tokens on fewer still.
@@ -269,6 +292,18 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
         entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]
         with pytest.raises(ValueError, match="network_of"):
             WorkloadCatalog.from_dict({"workloads": entries})
+
+
+def test_the_default_split_is_the_medians_of_the_counted_networks():
+    from features import workloads
+    from features.catalog_base import CATALOG_DIR, read_json
+
+    m = workloads.counted_split_medians(read_json(CATALOG_DIR / "workloads.json")["workloads"])
+    assert m["networks"] >= 40
+    assert workloads.DEFAULT_MEMORY_BOUND_BYTE_SHARE == pytest.approx(m["memory_bound_byte_share"], abs=0.005)
+    assert workloads.DEFAULT_BYTES_PER_OTHER_FLOP == pytest.approx(m["bytes_per_other_flop"], abs=0.05)
+    for name in ("kernels_forward", "kernels_backward", "matrix_kernels", "kernels_optimizer_foreach"):
+        assert abs(getattr(workloads, f"DEFAULT_{name.upper()}") - m[name]) <= 0.5, name
 
 
 def test_the_fused_focal_loss_moves_less_and_computes_the_same():

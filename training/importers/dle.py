@@ -25,13 +25,17 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   SQuAD -> bert-large-squad (DeepLearningExamples pre-trains and fine-tunes
   BERT-large).
   ResNeXt101-32x4d and SE-ResNeXt101-32x4d (the ConvNets directories of
-  those names) -> resnext101-32x4d and se-resnext101-32x4d.
+  those names) -> resnext101-32x4d and se-resnext101-32x4d. DLRM (PyTorch
+  and TensorFlow 2: the original DLRM) by its model size, the frequency
+  threshold of its tables: small -> dlrm-dot-fl15, large -> dlrm-dot-fl3,
+  PyTorch's xlarge -> dlrm-dot-fl2, TensorFlow 2's extra large ->
+  dlrm-dot-fl0; the first README (April 2020) names no size.
   Not mapped, with the reason: phase 1 loaded in LDDL's length bins (the
   real lengths of its binned sequences are not counted), NER fine-tuning,
   models the workload catalogue does not hold (EfficientNet, BART, Jasper,
   Wide & Deep on Outbrain, ...), and namesakes of catalogue workloads that
-  train another configuration (the original DLRM, Transformer-big;
-  :data:`DLE_NAMESAKES`), each with what differs.
+  train another configuration (Transformer-big; :data:`DLE_NAMESAKES`),
+  each with what differs.
 * Precision: amp -> fp16, tf32, bf16 and fp32 as stated; amp+asp (automatic
   sparsity) is not a dense precision and is not mapped. Rows the source flags
   ``suspect`` (no stated unit, FP32 on A100 where TF32 is likely) are excluded,
@@ -40,8 +44,8 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   (:func:`precision_label_conflicts`: swapped columns).
 * GPU: the table's name; a power qualifier ("(DGX-2H 450W)") is dropped, so
   the part maps to its datasheet entry.
-* Step time: images/s, sequences/s, sentences/s, samples/s, items/s count
-  samples: ``gpus x batch_size_per_gpu / throughput``; tokens/s and mels/s
+* Step time: images/s, sequences/s, sentences/s, samples/s, items/s and
+  DLRM's records of data/s count samples: ``gpus x batch_size_per_gpu / throughput``; tokens/s and mels/s
   (Transformer-XL, GNMT, Tacotron2) and WaveGlow's audio samples/s are
   multiplied by the workload's ``tokens_per_sample``. NCF's cells are written
   in millions ("22.59M"; the table holds 22.59): the raw cell's "M" scales
@@ -49,6 +53,12 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   excluded.
 * A throughput published under two batch sizes (:func:`batch_label_conflicts`)
   is excluded in both places.
+* PyTorch DLRM's READMEs before 729963dd47e7 print the global batch in their
+  "Batch size / GPU" column (64k at 8 and at 16 GPUs; ``dist_main.py`` splits
+  ``--batch_size``, default 65,536, over the GPUs: ``get_gpu_batch_sizes``);
+  it is divided by the GPU count (:data:`DLE_GLOBAL_BATCH_READMES`). From
+  729963dd47e7 on, and in TensorFlow 2's, the column is per GPU (8k at 8, 4k
+  at 16).
 * Gradient accumulation (BERT pre-training: thousands of sequences per GPU
   in up to 16,384 passes) as the README states it
   (:mod:`training.importers.dle_accumulation`): the row is the optimizer
@@ -135,15 +145,26 @@ DLE_FRAMEWORK_DIRECTORIES = {("PyTorch", "SSD"): "ssd300-resnet50"}
 TACOTRON2_README_UNITS = {"mels/s": "tacotron2", "samples/s": "waveglow"}
 #: Directories named like a catalogue workload that train another configuration of it, with what differs.
 DLE_NAMESAKES = {
-    "DLRM": "the original DLRM (dot interaction, Criteo Terabyte), not the catalogue's MLPerf DLRM-DCNv2",
     "Transformer": "Transformer-big (PyTorch's --arch transformer_wmt_en_de_big_t2t, TensorFlow's --params=big), "
     "not the catalogue's base Transformer",
+}
+#: DLRM's model sizes (the README's "Model size" column): the frequency threshold below which a category
+#: shares one row, which sets the tables and nothing else (PyTorch README: small ~15 GB, large ~82 GB,
+#: xlarge ~142 GB, thresholds 15, 3 and 2; TensorFlow 2's: small, large and extra large, 15, 3 and 0).
+DLRM_SIZES = {"small": "dlrm-dot-fl15", "large": "dlrm-dot-fl3", "xlarge": "dlrm-dot-fl2", "extra large": "dlrm-dot-fl0"}
+#: README versions whose batch column holds the global batch, by directory (see the module docstring).
+DLE_GLOBAL_BATCH_READMES = {
+    "PyTorch/Recommendation/DLRM": frozenset({"36f3b1b670a9", "3745b498980d", "4e764dcd7873", "15af494a8e7e"}),
 }
 #: BERT-large pre-training by its stated sequence length: phase 2 and phase 1.
 BERT_PRETRAINING = {"512": "bert-large", "128": "bert-large-seq128"}
 DLE_PRECISIONS = {"amp": "fp16", "tf32": "tf32", "bf16": "bf16", "fp32": "fp32"}
-DLE_FRAMEWORKS = {"PyTorch": "pytorch", "DGLPyTorch": "pytorch", "TensorFlow": "tensorflow", "TensorFlow2": "tensorflow", "MxNet": "mxnet", "PaddlePaddle": "paddle"}
-DLE_SAMPLE_UNITS = frozenset({"images/s", "sequences/s", "sentences/s", "samples/s", "items/images/s", "items/s"})
+DLE_FRAMEWORKS = {
+    "PyTorch": "pytorch", "DGLPyTorch": "pytorch", "TensorFlow": "tensorflow", "TensorFlow2": "tensorflow",
+    "Tensorflow2": "tensorflow", "MxNet": "mxnet", "PaddlePaddle": "paddle",
+}  # fmt: skip
+#: Units that count samples; DLRM's "records of data/s" are its click-log records, one sample each.
+DLE_SAMPLE_UNITS = frozenset({"images/s", "sequences/s", "sentences/s", "samples/s", "items/images/s", "items/s", "records of data/s"})
 #: Units counted per unit of a sample (tokens, mel frames), by the model they belong to.
 DLE_PER_SAMPLE_UNITS = {"tokens/s": None, "mels/s": None}
 _MILLIONS = re.compile(r"\d(?:\.\d+)?\s?M\b")
@@ -178,6 +199,11 @@ def dle_model(model_dir: str, variant: object, section: object, unit: object = N
         if unit in TACOTRON2_README_UNITS:
             return TACOTRON2_README_UNITS[unit], None
         return None, f"{model_dir}: a {unit} table of Tacotron 2 (the catalogue counts its mel frames, WaveGlow's audio samples)"
+    if last == "DLRM":
+        size = variant.split("=", 1)[-1].strip().lower()
+        if size in DLRM_SIZES:
+            return DLRM_SIZES[size], None
+        return None, f"{model_dir}: DLRM of no stated model size (its tables are not known)"
     if last in DLE_NAMESAKES:
         return None, f"{model_dir}: {DLE_NAMESAKES[last]}"
     if last == "BERT":
@@ -190,6 +216,13 @@ def dle_model(model_dir: str, variant: object, section: object, unit: object = N
             return BERT_PRETRAINING[sequence.group(1)], None
         return None, f"BERT-large pre-training at {variant or 'an unstated sequence length'}: the catalogue holds sequences 128 and 512"
     return None, f"{model_dir}: not in the workload catalogue"
+
+
+def global_batch_readme(src: pd.DataFrame) -> np.ndarray:
+    """Whether each row's README prints the global batch in its batch column (:data:`DLE_GLOBAL_BATCH_READMES`)."""
+    commit = src["source"].astype(str).str.rsplit("@", n=1).str[-1]
+    readmes = src["model_dir"].astype(str).map(lambda d: DLE_GLOBAL_BATCH_READMES.get(d, frozenset()))
+    return np.array([c in r for c, r in zip(commit, readmes)], bool)
 
 
 #: The first container of each BERT example whose phase-2 pre-training loads LDDL's 64-token length bins:
@@ -244,7 +277,7 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
     total = numbers(src["gpus_total"])
     per_node = numbers(src["gpus_per_node"])
     nodes = numbers(src["nodes"])
-    batch = numbers(src["batch_size_per_gpu"])
+    batch = numbers(src["batch_size_per_gpu"]) / np.where(global_batch_readme(src), numbers(src["gpus_total"]), 1.0)
     rows.exclude(src["batch_parse_note"].fillna("").str.startswith("ambiguous").to_numpy(), "batch size missing or ambiguous", src["batch_size_per_gpu"].to_numpy(object))
     rows.exclude(~(batch >= 1) | (batch != np.round(batch)), "batch size missing or ambiguous", src["batch_size_per_gpu"].to_numpy(object))
     rows.exclude(~(total >= 1) | ~(per_node >= 1) | ~(nodes >= 1) | (per_node * nodes != total), "gpu count missing or inconsistent", text("", per_node, " per node x ", nodes, " nodes vs ", total))

@@ -9,10 +9,10 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
   on; before it, ssd was SSD-ResNet34, which the catalogue lacks; every
   configuration of NVIDIA's implementation passes ``--apex-focal-loss``, the
   one-kernel focal loss), unet3d,
-  dlrm_dcnv2 -> dlrm-dcnv2, rnnt, maskrcnn -> mask-rcnn, gnmt (v0.7),
-  stable_diffusion -> stable-diffusion,
-  gnn -> rgat. Not mapped, with the reason: dlrm (v0.7-v2.1, the original
-  DLRM, not the DCNv2 variant the catalogue holds), minigo (reinforcement
+  dlrm_dcnv2 -> dlrm-dcnv2, dlrm (v0.7-v2.1, the original DLRM: one-hot
+  Criteo 1TB, dot interaction) -> dlrm-dot, rnnt, maskrcnn -> mask-rcnn,
+  gnmt (v0.7), stable_diffusion -> stable-diffusion,
+  gnn -> rgat. Not mapped, with the reason: minigo (reinforcement
   learning), transformer (v0.7, Transformer-big); gpt3 and llama2_70b_lora
   rows are large-model layout jobs (tensor and pipeline parallel), described
   from their own configurations (``mlperf_llm_configs.csv``) rather than as
@@ -23,8 +23,9 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
   config, NeMo FP8 for the LLMs); fp16 otherwise (mixed precision, as every
   other reference implementation trains).
 * Framework: the one NVIDIA's implementation of the benchmark uses (resnet,
-  unet3d: mxnet; dlrm_dcnv2: other (HugeCTR); the rest: pytorch, NeMo
-  included). The free text is the submitter's container list, often for the
+  unet3d: mxnet; dlrm and dlrm_dcnv2: other (HugeCTR); the rest: pytorch, NeMo
+  included; the original DLRM also had NVIDIA's PyTorch implementation in
+  v0.7, which a text naming PyTorch and no other framework picks). The free text is the submitter's container list, often for the
   whole system ("NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09", or
   "MxNet NVIDIA Release 22.04" beside BERT); it decides only when it names
   nothing but TensorFlow, JAX/PAX or Paddle.
@@ -107,6 +108,7 @@ MLPERF_BENCHMARKS = {
     "ssd": "retinanet-fused-loss",
     "unet3d": "unet3d",
     "dlrm_dcnv2": "dlrm-dcnv2",
+    "dlrm": "dlrm-dot",
     "rnnt": "rnnt",
     "maskrcnn": "mask-rcnn",
     "llama2_70b_lora": "llama2-70b-lora",
@@ -117,7 +119,6 @@ MLPERF_BENCHMARKS = {
 }
 #: Benchmarks of the earlier rounds left out, and why.
 MLPERF_UNMAPPED_BENCHMARKS = {
-    "dlrm": "the original DLRM (Criteo 1TB, no DCNv2): not in the workload catalogue",
     "minigo": "reinforcement learning (self-play): not a fixed-batch training step",
     "transformer": "Transformer-big (WMT17): not in the workload catalogue",
 }
@@ -131,7 +132,9 @@ SSD_RESNET34_ROUNDS = frozenset({"v0.7", "v1.0", "v1.1"})
 #: Benchmarks whose NVIDIA implementations train with FP8 layers where the GPU has FP8.
 MLPERF_FP8_BENCHMARKS = frozenset({"bert", "gpt3", "llama2_70b_lora"})
 #: The framework of NVIDIA's implementation, for texts that name several.
-MLPERF_NVIDIA_FRAMEWORK = {"resnet": "mxnet", "unet3d": "mxnet", "dlrm_dcnv2": "other"}
+MLPERF_NVIDIA_FRAMEWORK = {"resnet": "mxnet", "unet3d": "mxnet", "dlrm_dcnv2": "other", "dlrm": "other"}
+#: Benchmarks NVIDIA implemented twice: the second framework, taken where the text names it and no other.
+MLPERF_NVIDIA_SECOND_FRAMEWORK = {"dlrm": "pytorch"}
 
 MLPERF_COLUMNS = (
     "round", "submitter", "system", "benchmark", "accelerator", "accelerators_per_node", "n_nodes",
@@ -293,13 +296,17 @@ def mlperf_framework(words: object, benchmark: str) -> str:
     the benchmark, whatever container list the submitter typed ("MxNet NVIDIA
     Release 22.04" beside BERT, which NVIDIA implements in PyTorch only), so
     the benchmark decides; only a text naming nothing but frameworks NVIDIA
-    does not implement in (TensorFlow, JAX/PAX, Paddle) overrides it.
+    does not implement in (TensorFlow, JAX/PAX, Paddle) overrides it, or,
+    for a benchmark NVIDIA implemented twice, nothing but the second one.
     """
     lowered = "" if words is None or (isinstance(words, float) and np.isnan(words)) else str(words).lower()
     others = [name for pattern, name in ((r"tensorflow", "tensorflow"), (r"\bpax\b|\bjax\b", "jax"), (r"paddle", "paddle")) if re.search(pattern, lowered)]
     nvidia_named = re.search(r"pytorch|nemo|mxnet|hugectr|merlin", lowered) is not None
     if others and not nvidia_named:
         return others[0]
+    named = set(re.findall(r"pytorch|nemo|mxnet|hugectr|merlin|tensorflow", lowered))
+    if benchmark in MLPERF_NVIDIA_SECOND_FRAMEWORK and named == {MLPERF_NVIDIA_SECOND_FRAMEWORK[benchmark]}:
+        return MLPERF_NVIDIA_SECOND_FRAMEWORK[benchmark]
     return MLPERF_NVIDIA_FRAMEWORK.get(benchmark, "pytorch")
 
 
