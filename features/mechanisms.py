@@ -140,6 +140,7 @@ PHYSICS_CONSTANTS = {
     "tuned_memory_bound_fraction": "share of the memory-bound operators' traffic a vendor-tuned stack's kernel fusion leaves",
     "mixed_precision_fp32_share": "share of the memory-bound operators' traffic that stays at FP32 under mixed precision (autocast runs softmax, normalisation, losses and reductions in FP32), moving 4 bytes per element where the training precision moves 2",
     "compiled_memory_bound_fraction": "share of the memory-bound operators' traffic a graph compiler's fusion of element-wise operators leaves (software_stack compiled: XLA, torch.compile)",
+    "tuned_overhead_scale": "multiplier on a vendor-tuned stack's kernel-launch latency and per-step host overhead, on top of the two scales (its catalogue entries take CUDA graphs replaying every counted kernel; how many kernels a tuned implementation fuses away is not counted)",
     "overlap_interference": "share of the hidden all-reduce time a GPU's step still pays (NCCL's kernels take SMs and memory bandwidth from the backward pass they overlap; at 1 the overlap gains nothing)",
     "winograd_speedup": "how many times faster 3x3 stride-1 convolutions run on the FP32 path than their direct FLOPs at the attainable FP32 rate (cuDNN's Winograd algorithms: 2.25x to 4x fewer multiplies, less their transforms)",
 }
@@ -159,6 +160,7 @@ class PhysicsConstants:
     winograd_speedup: float = 1.0
     compiled_memory_bound_fraction: float = 1.0
     overlap_interference: float = 0.0
+    tuned_overhead_scale: float = 1.0
 
     def to_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in PHYSICS_CONSTANTS}

@@ -346,8 +346,8 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         memory_bound_s = np.maximum(
             d.other_flops / d.fp32_peak_flops_per_s, fused * bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
         )
-    launch_scale = np.where(gpu, k.launch_scale, 1.0)
-    host_scale = np.where(gpu, k.host_scale, 1.0)
+    launch_scale = overhead_scale(d, k, k.launch_scale)
+    host_scale = overhead_scale(d, k, k.host_scale)
     slicing = time_slicing(d)
     return DeviceTimes(
         matrix_s=matrix_s * slicing,
@@ -418,8 +418,15 @@ class PhysicsArrays:
         return np.stack(np.broadcast_arrays(*(np.asarray(p, float) for p in parts)), axis=-1)
 
 
+def overhead_scale(d: DeviceInputs, k: PhysicsConstants, scale: float) -> np.ndarray:
+    """The fitted multiplier on a catalogue overhead (launch latency or host overhead): ``scale`` on a GPU,
+    times ``tuned_overhead_scale`` on a vendor-tuned stack; 1 on a CPU host (its measured costs as they are)."""
+    tuned = np.zeros(np.shape(d.is_gpu), bool) if d.is_tuned is None else np.asarray(d.is_tuned, bool)
+    return np.where(d.is_gpu, scale * np.where(tuned, k.tuned_overhead_scale, 1.0), 1.0)
+
+
 def backward_s(device: DeviceTimes, d: DeviceInputs, k: PhysicsConstants) -> np.ndarray:
     """Seconds of the (last) backward pass: its share of one pass's operator time and its own kernels' launches."""
-    launch_scale = np.where(d.is_gpu, k.launch_scale, 1.0)
+    launch_scale = overhead_scale(d, k, k.launch_scale)
     passes = 1.0 if d.passes is None else d.passes
     return BACKWARD_SHARE * device.operators_s / passes + d.backward_kernels * d.kernel_launch_latency_s * launch_scale

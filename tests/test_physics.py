@@ -163,6 +163,19 @@ def test_a_graph_compiler_fuses_a_share_of_the_memory_bound_traffic():
     assert physics.device_times(_device(is_compiled=True, is_gpu=False), k).memory_bound_s[0] == pytest.approx(4e9 / 1e12)
 
 
+def test_a_tuned_stack_scales_its_launches_and_host_overhead_by_its_own_factor():
+    k = dataclasses.replace(UNIT, tuned_overhead_scale=0.25)
+    # 1000 kernels x 5 us x launch scale 2 x 0.25 = 2.5 ms; host 1 ms x 1 x 0.25; the backward's 600 kernels alike.
+    tuned = physics.device_times(_device(is_tuned=True), k)
+    assert (tuned.launch_s[0], tuned.host_s[0]) == (pytest.approx(2.5e-3), pytest.approx(0.25e-3))
+    assert physics.overhead_scale(_device(is_tuned=True), k, k.launch_scale)[0] * 600 * 5e-6 == pytest.approx(1.5e-3)
+    # A stock stack and a CPU host keep theirs: 10 ms and 1 ms; 1000 x 5 us and 1 ms as measured.
+    stock = physics.device_times(_device(is_tuned=False), k)
+    assert (stock.launch_s[0], stock.host_s[0]) == (pytest.approx(10e-3), pytest.approx(1e-3))
+    cpu = physics.device_times(_device(is_tuned=True, is_gpu=False), k)
+    assert (cpu.launch_s[0], cpu.host_s[0]) == (pytest.approx(5e-3), pytest.approx(1e-3))
+
+
 def test_a_compiled_job_resolves_to_its_stack_and_its_launch_cost():
     jobs = [_job(), _job()]
     jobs[1]["workload"]["software_stack"] = "compiled"
@@ -607,12 +620,12 @@ def test_a_fit_without_tuned_or_mixed_precision_runs_keeps_their_constants_at_th
     # BERT has no convolution: the Winograd speed-up is never seen; nor is a graph compiler.
     never = {"winograd_speedup", "compiled_memory_bound_fraction"}
     assert unseen_constants(resolved, stock) == {
-        "tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share", *never
+        "tuned_efficiency_gain", "tuned_memory_bound_fraction", "tuned_overhead_scale", "mixed_precision_fp32_share", *never
     }
     assert unseen_constants(resolved, np.ones(4, bool)) == never
     problem = PhysicsProblem(resolved, 2.0 * PhysicsProblem(resolved, np.ones(4)).step_time_s(INITIAL))
     fitted = fit_constants(problem, stock)
-    for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "mixed_precision_fp32_share", *never):
+    for name in ("tuned_efficiency_gain", "tuned_memory_bound_fraction", "tuned_overhead_scale", "mixed_precision_fp32_share", *never):
         assert getattr(fitted, name) == pytest.approx(getattr(INITIAL, name), rel=1e-12), name
     assert fitted.matrix_efficiency_fp32 != pytest.approx(INITIAL.matrix_efficiency_fp32, rel=1e-3)
 

@@ -43,6 +43,7 @@ INITIAL = PhysicsConstants(
     winograd_speedup=1.5,
     compiled_memory_bound_fraction=0.5,
     overlap_interference=0.2,
+    tuned_overhead_scale=1.0,
 )
 
 _FRACTIONS = (
@@ -66,6 +67,7 @@ BOUNDS = {
     "winograd_speedup": (1.0, 4.0),
     "compiled_memory_bound_fraction": (0.05, 1.0),
     "overlap_interference": (0.001, 1.0),
+    "tuned_overhead_scale": (0.01, 10.0),
 }
 
 #: Constants that scale a catalogue figure (kernel-launch latency, per-step host overhead) rather than
@@ -73,7 +75,7 @@ BOUNDS = {
 #: without the one model whose many small kernels separate them (Tacotron 2), a fit moved the launch
 #: scale from 1.7 to 6.2 and the host scale from 1.7 to 0.04, and that model came out 2.6x too slow.
 #: A weak prior keeps them near the catalogue (scale 1) unless the runs clearly ask otherwise.
-CATALOGUE_SCALES = ("launch_scale", "host_scale")
+CATALOGUE_SCALES = ("launch_scale", "host_scale", "tuned_overhead_scale")
 #: Weight of that prior: MAPE points (as a fraction) per squared natural log of a scale; a scale of
 #: 2 costs 0.5 points, a scale of 6 costs 3.2.
 PRIOR_WEIGHT = 0.01
@@ -178,7 +180,7 @@ def unseen_constants(resolved: ResolvedJobs, rows: np.ndarray) -> set[str]:
     gpu = np.asarray(resolved.device_is_gpu, bool) & rows
     unseen = set()
     if resolved.is_tuned is None or not (np.asarray(resolved.is_tuned, bool) & gpu).any():
-        unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction"}
+        unseen |= {"tuned_efficiency_gain", "tuned_memory_bound_fraction", "tuned_overhead_scale"}
     allreduce = np.isin(resolved.architecture_code, [ARCHITECTURE_CODES["allreduce-local"], ARCHITECTURE_CODES["allreduce-cluster"]])
     if not ((np.nan_to_num(resolved.total_gpus) > 1) & allreduce & gpu).any():
         unseen.add("overlap_interference")
