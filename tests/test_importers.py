@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from features.workloads import FIGURES, WorkloadCatalog
+from features.workloads import FIGURES, WorkloadCatalog, workload_catalog
 from training.importers import app, import_lambda, import_mlperf, mlperf_framework, parse_host_networking
 from training.runs import faster_than_one_gpu, load_runs
 
@@ -163,6 +163,16 @@ def test_lambda_token_units_use_the_workload_units_per_sample(lambda_csv):
     assert runs.loc["1xA100-gnmt", "measured_step_time_s"] == pytest.approx(1.0)
     assert runs.loc["1xA100-tx", "measured_step_time_s"] == pytest.approx(1.6)
     assert "per-sample unit needs tokens_per_sample" not in set(excluded["reason"])
+
+
+def test_lambda_transformer_xl_large_is_its_256_token_configuration(tmp_path):
+    # Lambda's suite passes --tgt_len 256 --mem_len 256 to the large model: 8 segments of 256 tokens
+    # at 1,024 tokens/s is a 2.0 s step of transformer-xl-large-256, the network of transformer-xl-large.
+    row = lambda_row("1xA100-txl", "A100 SXM4 40GB", 1, "", "transformerxllarge", "amp_fp16", 8, 1024.0, "tokens/s")
+    runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, [row], "txl.csv")).runs)
+    assert runs.loc["1xA100-txl", "model"] == "transformer-xl-large-256"
+    assert runs.loc["1xA100-txl", "measured_step_time_s"] == pytest.approx(8 * 256 / 1024.0)
+    assert workload_catalog().get("transformer-xl-large-256").network_of == "transformer-xl-large"
 
 
 def test_lambda_output_loads_once_the_models_are_catalogued(lambda_csv, tmp_path):
@@ -338,7 +348,7 @@ def test_full_lambda_import(shared_data):
     assert (reasons["suspect in source"], reasons["batch size missing"], reasons["fractional per-GPU batch"]) == (22, 2, 5)
     # The 1,874 rows counting samples, less 22 suspect and 5 fractional batches, map unless the job
     # rules refuse them (NCF per-GPU batches above the job spec's limit).
-    per_sample_models = {"gnmt", "transformer-xl-base", "transformer-xl-large", "tacotron2", "waveglow"}
+    per_sample_models = {"gnmt", "transformer-xl-base", "transformer-xl-large-256", "tacotron2", "waveglow"}
     sample_rows = int((~result.runs["model"].isin(per_sample_models)).sum())
     refused = reasons.get("fails run-table rules: workload.batch_size_per_gpu", 0)
     # BERT-base SQuAD and NCF on several GPUs faster per GPU than on one (55 rows).

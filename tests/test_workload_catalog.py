@@ -180,6 +180,7 @@ def test_transformer_xl_base_parameters_by_hand():
     [
         ("transformer-xl-base", 192),  # DLE wt103_base.yaml tgt_len 192
         ("transformer-xl-large", 384),  # DLE wt103_large.yaml tgt_len 384
+        ("transformer-xl-large-256", 256),  # Lambda's config_v1 files: --tgt_len 256
         ("tacotron2", 566),  # LJSpeech mean clip 6.57 s * 22050 / 256 hop
         ("waveglow", 8000),  # --segment-length 8000
         ("gnmt", 56),  # source + target tokens of a 28-token sentence pair
@@ -279,6 +280,7 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
         "bert-large-unpadded": "bert-large", "bert-large-binned": "bert-large", "bert-large-seq128": "bert-large",
         "retinanet-fused-loss": "retinanet",
         **{f"dlrm-dot-fl{t}": "dlrm-dot" for t in (15, 3, 2, 0)},
+        "transformer-xl-large-256": "transformer-xl-large",
     }
     # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one,
     # and phase 1's 128 tokens on fewer still.
@@ -287,6 +289,11 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
     assert flops["bert-large"] > flops["bert-large-binned"] > flops["bert-large-unpadded"] > flops["bert-large-seq128"]
     # One network: the same parameters (the position table keeps its 512 rows whatever the sequence).
     assert all(cat.get(n).param_count == cat.get("bert-large").param_count for n in names)
+    # Lambda's Transformer-XL large: the same network on 256-token segments, under two thirds of the
+    # 384-token work (its attention spans 512 positions instead of 768).
+    large, short = cat.get("transformer-xl-large"), cat.get("transformer-xl-large-256")
+    assert short.param_count == large.param_count
+    assert short.flops_per_sample < large.flops_per_sample * 256 / 384
     data = read_json(CATALOG_DIR / "workloads.json")
     for bad in ("no-such-workload", "bert-large-unpadded"):
         entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]

@@ -17,6 +17,8 @@ Zipf(1) law over the frequency-ranked vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass
 
@@ -46,6 +48,8 @@ class TxlConfig:
 
 BASE = TxlConfig(16, 512, 8, 64, 2048, 192, 192, 1, 0.1, 0.0)
 LARGE = TxlConfig(18, 1024, 16, 64, 4096, 384, 384, 4, 0.2, 0.2)
+#: The large model as lambdal/deeplearning-benchmark trains it: 256-token segments with a 256-token memory.
+LARGE_256 = dataclasses.replace(LARGE, tgt_len=256, mem_len=256)
 
 
 class RelPartialLearnableAttention(nn.Module):
@@ -234,7 +238,7 @@ DLE_TXL = "NVIDIA DeepLearningExamples PyTorch/LanguageModeling/Transformer-XL/p
 
 
 def _recipe(name: str, c: TxlConfig, global_batch: int, aliases: tuple[str, ...]) -> Recipe:
-    size = "base" if c is BASE else "large"
+    size = "base" if c is BASE else "large"  # LARGE_256 is the large network
     n_bytes = 2 * c.tgt_len * INT64_BYTES
     return Recipe(
         name=name,
@@ -267,12 +271,34 @@ def _recipe(name: str, c: TxlConfig, global_batch: int, aliases: tuple[str, ...]
         },
         notes=(
             "Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run. "
-            + ("lambdal/deeplearning-benchmark runs the large model with tgt_len 256, not 384." if c is LARGE else "")
+            + ("lambdal/deeplearning-benchmark runs the large model with tgt_len 256, not 384: transformer-xl-large-256." if c is LARGE else "")
         ).strip(),
+    )
+
+
+LAMBDA_TXL = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_80GB.sh"
+
+
+def _lambda_large_recipe() -> Recipe:
+    """The large model on 256-token segments: the network of ``transformer-xl-large``, as Lambda's suite runs it."""
+    c = LARGE_256
+    recipe = _recipe("transformer-xl-large-256", c, 8 * 48, ("txl-large-256",))
+    where = f"{LAMBDA_TXL} (every config_v1 file): --tgt_len 256 --mem_len 256"
+    return dataclasses.replace(
+        recipe,
+        description=recipe.description + " (lambdal/deeplearning-benchmark's configuration)",
+        extra_sources={
+            "sequence_length": ("configured", where),
+            "tokens_per_sample": ("configured", f"one segment is tgt_len = 256 tokens, the unit of the suite's tok/s ({where})"),
+            "default_batch_size_per_gpu": ("configured", f"{LAMBDA_TXL}: PyTorch_transformerxllarge_FP16_PARAMS --batch_size 48"),
+        },
+        notes="Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run.",
+        network_of="transformer-xl-large",
     )
 
 
 RECIPES = [
     _recipe("transformer-xl-base", BASE, 256, ("transformerxlbase", "transformer-xl-base-wt103", "txl-base")),
     _recipe("transformer-xl-large", LARGE, 128, ("transformerxllarge", "transformer-xl-large-wt103", "txl-large")),
+    _lambda_large_recipe(),
 ]
