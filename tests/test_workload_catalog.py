@@ -193,6 +193,17 @@ def test_tokens_per_sample_of_token_throughput_models(name, tokens):
     assert w.source["tokens_per_sample"]
 
 
+def test_tacotron2_is_counted_on_its_padded_batch():
+    # A batch pads to its longest clip (LJSpeech's run to 10 s): 10 s * 22050 Hz / 256 hop = 861 frames
+    # that the decoder steps through, while the throughput counts the 566 real frames of a mean clip.
+    w = spec("tacotron2")
+    assert (w.sequence_length, w.tokens_per_sample) == (861, 566)
+    assert w.provenance["sequence_length"] == "estimated"
+    # A decoder step per padded frame, each some 40-odd kernels (27,823 forward kernels over 566 steps
+    # before the padding was counted): the count follows the padded length.
+    assert w.op_classes["kernels_forward"] > 861 * 40
+
+
 def test_recommendation_tables_are_not_dense():
     for name in ("din", "dien", "ncf", "wide-deep", "dlrm-dcnv2"):
         w = spec(name)

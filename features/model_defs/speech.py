@@ -22,6 +22,18 @@ LJ_SOURCE = (
     "LJSpeech 1.1 statistics (13,100 clips, 1,308,678 characters, mean clip 6.57 s): 100 characters and "
     "6.57 s * 22050 Hz / 256-sample hop = 566 mel frames per utterance"
 )
+# A training batch is padded to its longest utterance (TextMelCollate), and the teacher-forced decoder
+# steps through every padded frame. LJSpeech's clips run from 1 to 10 s (its README), and a batch of a
+# few dozen clips or more almost surely holds one near 10 s: 10 s * 22050 / 256 = 861 frames, and its
+# text in proportion, 100 * 861 / 566 = 152 characters.
+LJ_PADDED_FRAMES = 861
+LJ_PADDED_CHARS = 152
+LJ_PADDED_SOURCE = (
+    "estimated: DeepLearningExamples' TextMelCollate pads a batch to its longest utterance and the decoder "
+    "steps through every padded frame; LJSpeech's clips run to 10 s (its README: 'Clips vary in length from 1 "
+    "to 10 seconds'), which a batch of a few dozen clips almost surely reaches: 10 s * 22050 / 256 = 861 "
+    "frames, text in proportion (152 characters)"
+)
 
 
 class _Prenet(nn.Sequential):
@@ -117,9 +129,9 @@ class Tacotron2(nn.Module):
 
 def _tacotron2_probe() -> Probe:
     def make_batch(b: int):
-        text = torch.randint(0, 148, (b, LJ_CHARS))
-        mel = torch.randn(b, 80, LJ_FRAMES)
-        gate = torch.zeros(b, LJ_FRAMES)
+        text = torch.randint(0, 148, (b, LJ_PADDED_CHARS))
+        mel = torch.randn(b, 80, LJ_PADDED_FRAMES)
+        gate = torch.zeros(b, LJ_PADDED_FRAMES)
         return text, mel, gate
 
     def loss(m: nn.Module, batch):
@@ -279,7 +291,7 @@ def _rnnt_probe() -> Probe:
 
 DLE_TTS = "NVIDIA DeepLearningExamples PyTorch/SpeechSynthesis/Tacotron2"
 LAMBDA_24GB = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_24GB.sh"
-_TACO_BYTES = LJ_CHARS * INT64_BYTES + 81 * LJ_FRAMES * FLOAT32_BYTES + 2 * INT64_BYTES
+_TACO_BYTES = LJ_PADDED_CHARS * INT64_BYTES + 81 * LJ_PADDED_FRAMES * FLOAT32_BYTES + 2 * INT64_BYTES
 _WG_BYTES = (WAVEGLOW_SEGMENT + 80 * (WAVEGLOW_SEGMENT // 256 + 1)) * FLOAT32_BYTES
 _RNNT_BYTES = int(RNNT_SECONDS * 16000) * FLOAT32_BYTES + RNNT_TOKENS * INT64_BYTES
 
@@ -288,27 +300,30 @@ RECIPES = [
         name="tacotron2",
         aliases=("tacotron-2", "tacotron_2"),
         domain="speech",
-        description="Tacotron 2 text-to-mel, LJSpeech, teacher-forced decoder over 566 mel frames of 100 characters",
+        description=f"Tacotron 2 text-to-mel, LJSpeech, teacher-forced decoder over batches padded to {LJ_PADDED_FRAMES} "
+        f"mel frames ({LJ_FRAMES} real frames and {LJ_CHARS} characters an utterance on average)",
         architecture=f"{DLE_TTS} tacotron2/model.py (Shen et al. 2018, arXiv:1712.05884), plain torch definition "
         "features.model_defs.speech.Tacotron2",
         build=_tacotron2_probe,
         device="cpu",  # thousands of small decoder-step operators run faster than their meta kernels
         batch_sizes=(1, 2),
         input_bytes_per_sample=_TACO_BYTES,
-        input_bytes_source=f"int64 text ({LJ_CHARS} ids) + float32 mel target 80x{LJ_FRAMES} + float32 gate target "
-        f"({LJ_FRAMES}) + 2 int64 lengths: {_TACO_BYTES} B",
+        input_bytes_source=f"int64 text ({LJ_PADDED_CHARS} ids) + float32 mel target 80x{LJ_PADDED_FRAMES} + float32 gate "
+        f"target ({LJ_PADDED_FRAMES}) + 2 int64 lengths, padded: {_TACO_BYTES} B",
         default_batch_size_per_gpu=88,
-        sequence_length=LJ_FRAMES,
+        sequence_length=LJ_PADDED_FRAMES,
         sample_unit="utterances",
         tokens_per_sample=LJ_FRAMES,
         extra_sources={
-            "sequence_length": configured(LJ_SOURCE),
+            "sequence_length": ("estimated", LJ_PADDED_SOURCE),
             "tokens_per_sample": configured(
-                f"mel frames per utterance ({LJ_SOURCE}); the example's train_items_per_sec counts mel frames"
+                f"real mel frames per utterance ({LJ_SOURCE}); the example's train_items_per_sec counts the batch's "
+                "output lengths, padding excluded"
             ),
             "default_batch_size_per_gpu": configured(f"{LAMBDA_24GB}: --batch-size 88"),
         },
-        notes="Padding to the longest utterance of a batch adds work that per-frame throughput does not count.",
+        notes="Counted on the padded batch a training step computes; per-frame throughput counts the real frames. A "
+        "batch of a few utterances pads less.",
     ),
     Recipe(
         name="waveglow",
