@@ -15,6 +15,10 @@ ARCHITECTURES = ("single", "allreduce-local", "allreduce-cluster", "ps-worker")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddle", "other")
 SOFTWARE_STACKS = ("stock", "tuned", "compiled")
+#: How a reduced precision is applied: autocast casts operator by operator and keeps reductions,
+#: softmax, normalisation and losses in FP32; half holds the whole model at the reduced precision
+#: with FP32 master weights (apex AMP O2, ``model.half()``).
+MIXED_PRECISION_MODES = ("autocast", "half")
 PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ACTIVATION_RECOMPUTE = ("none", "selective", "full")
 SHARDING = ("none", "optimizer", "gradients", "full")
@@ -70,6 +74,11 @@ FIELDS: tuple[Field, ...] = (
           "as in MLPerf submissions; compiled: a released build under a graph compiler that fuses element-wise operators "
           "(TensorFlow's XLA, torch.compile).",
           default="stock", allowed=SOFTWARE_STACKS),
+    Field("workload", "mixed_precision", "str",
+          "How fp16/bf16 is applied: autocast casts operator by operator, keeping softmax, normalisation, reductions "
+          "and losses in FP32 (torch.autocast, apex AMP O1, TensorFlow's AMP); half holds the whole model at the "
+          "reduced precision with FP32 master weights (apex AMP O2, model.half()). Ignored at fp32 and tf32.",
+          default="autocast", allowed=MIXED_PRECISION_MODES),
     # Upper bounds on explicit figures are physical sanity limits (a trillion-parameter model over a
     # million-token sample is about 1e19 FLOPs), so every product of them stays finite.
     # Lower bounds likewise: a sample takes at least one FLOP, a model has at least one parameter, and

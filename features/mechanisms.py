@@ -138,7 +138,7 @@ PHYSICS_CONSTANTS = {
     "host_scale": "multiplier on the software catalogue's per-step host overhead",
     "tuned_efficiency_gain": "multiplier on the attainable fractions for a vendor-tuned stack (hand-tuned kernels; capped at 1)",
     "tuned_memory_bound_fraction": "share of the memory-bound operators' traffic a vendor-tuned stack's kernel fusion leaves",
-    "mixed_precision_fp32_share": "share of the memory-bound operators' traffic that stays at FP32 under mixed precision (autocast runs softmax, normalisation, losses and reductions in FP32), moving 4 bytes per element where the training precision moves 2",
+    "mixed_precision_fp32_share": "share of the memory-bound operators' traffic that stays at FP32 under autocast mixed precision (softmax, normalisation, losses and reductions run in FP32), moving 4 bytes per element where the training precision moves 2; none for a model held whole at the reduced precision (mixed_precision half)",
     "compiled_memory_bound_fraction": "share of the memory-bound operators' traffic a graph compiler's fusion of element-wise operators leaves (software_stack compiled: XLA, torch.compile)",
     "tuned_overhead_scale": "multiplier on a vendor-tuned stack's kernel-launch latency and per-step host overhead, on top of the two scales (its catalogue entries take CUDA graphs replaying every counted kernel; how many kernels a tuned implementation fuses away is not counted)",
     "overlap_interference": "share of the hidden all-reduce time a GPU's step still pays (NCCL's kernels take SMs and memory bandwidth from the backward pass they overlap; at 1 the overlap gains nothing)",

@@ -35,7 +35,9 @@ One training step of one GPU:
     ``max(FLOPs / FP32 peak, bytes / (eta_memory * DRAM bandwidth))``.
     Under mixed precision a fitted share of their traffic stays at FP32
     (autocast keeps softmax, normalisation, losses and reductions there),
-    moving 4 bytes per element instead of the training precision's 2;
+    moving 4 bytes per element instead of the training precision's 2; none
+    where the whole model is held at the reduced precision (``mixed_precision``
+    half: apex AMP O2, ``model.half()``);
   - ``kernels x launch latency`` (the software catalogue's latency times a
     fitted scale): small batches on fast GPUs become launch-bound;
   - the per-step host overhead of the framework.

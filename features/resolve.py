@@ -16,7 +16,7 @@ from features import analytical, physics
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
 from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.errors import UnknownNameError
-from features.fields import FRAMEWORKS, PRECISIONS, SOFTWARE_STACKS
+from features.fields import FRAMEWORKS, MIXED_PRECISION_MODES, PRECISIONS, SOFTWARE_STACKS
 from features.mechanisms import PhysicsConstants, physics_constants
 from features.op_class_split import first_given, op_classes
 from features.rules import check_links, check_not_layout, check_parallelism, check_passes, check_workload
@@ -86,6 +86,9 @@ class ResolvedJobs:
     is_compiled: np.ndarray | None = None
     #: Index into features.fields.SOFTWARE_STACKS; -1 on failed rows.
     software_stack_index: np.ndarray | None = None
+    #: The whole model held at the reduced precision (mixed_precision "half"): no memory-bound traffic
+    #: stays at FP32, where autocast keeps a share of it there.
+    half_model: np.ndarray | None = None
     #: Matrix operators run on tensor cores: the catalogue's peak at the training precision is above
     #: its FP32 peak. Fixed at resolution, so a what-if on a peak changes the rate, never the class.
     uses_tensor_cores: np.ndarray | None = None
@@ -142,7 +145,8 @@ class ResolvedJobs:
             other_flops=self.other_flops_per_sample * b,
             matrix_bytes=self.matrix_bytes_per_sample * b,
             memory_bound_bytes=self.memory_bound_bytes_per_sample * b + optimizer_bytes + bucket_copy_bytes,
-            memory_bound_fp32_extra_bytes=self.memory_bound_bytes_per_sample * b * (BYTES_PER_ELEMENT["fp32"] / self.bytes_per_element - 1.0),
+            memory_bound_fp32_extra_bytes=self.memory_bound_bytes_per_sample * b * (BYTES_PER_ELEMENT["fp32"] / self.bytes_per_element - 1.0)
+            * (1.0 if self.half_model is None else np.where(self.half_model, 0.0, 1.0)),
             kernels=self.kernels_per_step,
             backward_kernels=self.backward_kernels_per_step,
             matrix_kernels=self.matrix_kernels_per_step,
@@ -371,6 +375,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
 
     framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
     stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
+    half_model = table.map_column("mixed_precision", {m: m == "half" for m in MIXED_PRECISION_MODES}, False, bool)
     # A CPU device's own measured per-operator and per-step costs replace the software catalogue's GPU figures.
     device_latency, device_host = cat.device_launch_latency_s[safe_device], cat.device_host_overhead_s[safe_device]
     software_latency = np.where(np.isfinite(device_latency), device_latency, cat.software_launch_latency_s[framework, stack])
@@ -426,6 +431,7 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         is_tuned=np.where(ok, stack == SOFTWARE_STACKS.index("tuned"), False),
         is_compiled=np.where(ok, stack == SOFTWARE_STACKS.index("compiled"), False),
         software_stack_index=np.where(ok, stack, -1),
+        half_model=np.where(ok, half_model, False),
         uses_tensor_cores=np.where(ok, precision_peak > fp32_peak, False),
         catalogs=cat,
     )

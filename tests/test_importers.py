@@ -175,6 +175,15 @@ def test_lambda_transformer_xl_large_is_its_256_token_configuration(tmp_path):
     assert workload_catalog().get("transformer-xl-large-256").network_of == "transformer-xl-large"
 
 
+def test_lambda_bert_and_gnmt_train_a_half_precision_model(lambda_csv):
+    # The suite's BERT and GNMT scripts hold the model at FP16 (apex AMP O2); the others cast per operator.
+    runs = by_system(import_lambda(lambda_csv).runs)
+    assert runs.loc["4x2080Ti-nvl", "mixed_precision"] == "half"  # bert_base_squad (at FP32: changes nothing)
+    assert runs.loc["1xA100-gnmt", "mixed_precision"] == "half"
+    assert runs.loc["8xH100", "mixed_precision"] == "autocast"  # resnet50
+    assert runs.loc["1xA100-tx", "mixed_precision"] == "autocast"  # tacotron2
+
+
 def test_lambda_output_loads_once_the_models_are_catalogued(lambda_csv, tmp_path):
     runs, _ = import_lambda(lambda_csv)
     path = tmp_path / "runs.csv"

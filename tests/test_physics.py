@@ -782,3 +782,22 @@ def test_gradient_accumulation_repeats_each_pass_and_overlaps_the_last_backward_
     assert d.matrix_flops[1] == d.matrix_flops[0] and d.memory_bound_bytes[1] == d.memory_bound_bytes[0]
     # One pass is the default: giving 1 changes nothing.
     assert r.kernels_per_step[2] == r.kernels_per_step[0] and times.host_s[2] == times.host_s[0]
+
+
+def test_a_half_model_keeps_no_memory_bound_traffic_at_fp32():
+    # Autocast keeps a fitted share of the memory-bound operators' traffic at FP32 (4 bytes where FP16
+    # moves 2): the extra bytes are the FP16 bytes once more. A model held in half precision moves none.
+    autocast, half = (_job() for _ in range(2))
+    half["workload"]["mixed_precision"] = "half"
+    resolved = _resolved([autocast, half])
+    d = resolved.device_inputs()
+    per_step = resolved.memory_bound_bytes_per_sample * resolved.batch_size_per_gpu
+    np.testing.assert_allclose(d.memory_bound_fp32_extra_bytes, [per_step[0], 0.0])
+    k = dataclasses.replace(UNIT, mixed_precision_fp32_share=0.5)
+    t = physics.device_times(d, k)
+    # memory-bound time: (bytes + 0.5 x extra) / (0.5 x bandwidth) on the autocast side, bytes alone on the half one
+    np.testing.assert_allclose(t.memory_bound_s[0] - t.memory_bound_s[1], 0.5 * per_step[0] / (0.5 * d.memory_bw_bytes_per_s[0]))
+    # At FP32 and TF32 the mode changes nothing.
+    full = [dict(j, workload=dict(j["workload"], precision="fp32")) for j in (autocast, half)]
+    extra = _resolved(full).device_inputs().memory_bound_fp32_extra_bytes
+    np.testing.assert_array_equal(extra, [0.0, 0.0])

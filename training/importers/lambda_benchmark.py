@@ -21,6 +21,12 @@
   nvswitch-gen2, H100/H200 -> nvswitch-gen3, B200 -> nvswitch-gen4); "NVLink
   (SXM2 hybrid cube mesh)" -> nvlink-gen2; "NVLink bridge" -> the card's bridge
   link; "PCIe" -> the GPU's host PCIe link; empty -> empty (the GPU's default).
+* mixed_precision: half for BERT (both SQuAD models) and GNMT, whose
+  DeepLearningExamples scripts hold the whole model at FP16 with FP32 master
+  weights (apex AMP ``opt_level="O2"``: ``run_squad.py --fp16`` and the
+  suite's BERT logs; GNMT's ``--math fp16``, ``seq2seq/train/trainer.py``);
+  autocast (per-operator casts) for the rest. Set on every precision of those
+  models (it changes nothing at FP32 and TF32).
 * framework pytorch, software_stack stock; collected_at empty (the source
   gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
@@ -50,6 +56,9 @@ from training.importers.common import (
 from training.runs import faster_than_one_gpu
 
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
+
+#: Models whose scripts in the suite train at FP16 as a half-precision model with FP32 master weights (apex O2).
+LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt"})
 
 LAMBDA_MODELS = {
     "resnet50": "resnet50",
@@ -122,6 +131,7 @@ def import_lambda(
         "precision": precision,
         "framework": np.full(n, "pytorch", object),
         "software_stack": np.full(n, "stock", object),
+        "mixed_precision": np.where(np.isin(model, list(LAMBDA_HALF_MODELS)), "half", "autocast").astype(object),
         "architecture": np.where(n_gpus == 1, "single", "allreduce-local").astype(object),
         "workers": np.ones(n),
         "gpus_per_worker": n_gpus,
