@@ -172,11 +172,12 @@ def test_lambda_transformer_xl_large_is_its_256_token_configuration(tmp_path):
     runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, [row], "txl.csv")).runs)
     assert runs.loc["1xA100-txl", "model"] == "transformer-xl-large-256"
     assert runs.loc["1xA100-txl", "measured_step_time_s"] == pytest.approx(8 * 256 / 1024.0)
+    assert runs.loc["1xA100-txl", "mixed_precision"] == "half"  # train.py --fp16: apex O2
     assert workload_catalog().get("transformer-xl-large-256").network_of == "transformer-xl-large"
 
 
 def test_lambda_bert_and_gnmt_train_a_half_precision_model(lambda_csv):
-    # The suite's BERT and GNMT scripts hold the model at FP16 (apex AMP O2); the others cast per operator.
+    # The suite's BERT, GNMT and Transformer-XL scripts hold the model at FP16 (apex AMP O2); the others cast per operator.
     runs = by_system(import_lambda(lambda_csv).runs)
     assert runs.loc["4x2080Ti-nvl", "mixed_precision"] == "half"  # bert_base_squad (at FP32: changes nothing)
     assert runs.loc["1xA100-gnmt", "mixed_precision"] == "half"

@@ -98,6 +98,11 @@ def test_mapping_rules(dle_csv):
     assert runs.loc["waveglow", "measured_step_time_s"] == pytest.approx(10 * 8000 / 160000.0)
     assert set(runs["source"]) == {"NVIDIA/DeepLearningExamples"}
     assert set(runs.drop(index=["bert-large"])["software_stack"]) == {"stock"}
+    # PyTorch's BERT and Transformer-XL hold the model at FP16 (apex O2, model.half()); the others cast per operator.
+    assert runs["mixed_precision"].to_dict() == {
+        "resnet50": "autocast", "bert-large": "autocast", "bert-large-seq128": "autocast", "bert-large-squad": "half",
+        "ncf": "autocast", "transformer-xl-large": "half", "waveglow": "autocast",
+    }  # fmt: skip
 
 
 def test_speech_tables_by_unit_and_the_first_transformer_xl_directory(tmp_path):

@@ -72,3 +72,27 @@ def test_real_table(shared_data):
     runs = result.runs
     assert set(runs["framework"]) == {"mxnet", "pytorch", "tensorflow", "paddle", "other"}
     assert set(runs["gpus_per_worker"] * runs["workers"]) == {1, 2, 4, 8, 16, 32}
+
+
+def test_each_result_file_says_how_its_reduced_precision_is_applied(tmp_path):
+    # NGC MXNet's ResNet50 README holds two FP16 tables: "without amp" casts the network (--dtype float16), "with amp"
+    # is mx.contrib.amp; MXNet's own BERT casts, OneFlow's AMP pass casts per operator.
+    ngc_mxnet = "Oneflow-Inc/DLPerf:NVIDIADeepLearningExamples/MxNet/Classification/RN50v1.5/README.md@c89430bac64f"
+    heading = "ResNet50 v1.5 FP16 > batch_size = 256 & {} amp & without xla"
+    rows = [
+        row(1, "ResNet50 v1.5", "NGC MxNet (NVIDIA DeepLearningExamples)", "amp", 1, 1, 1, 256, 1393.87, source=ngc_mxnet, section_heading=heading.format("without")),
+        row(2, "ResNet50 v1.5", "NGC MxNet (NVIDIA DeepLearningExamples)", "amp", 1, 1, 1, 256, 1281.83, source=ngc_mxnet, section_heading=heading.format("with")),
+        row(3, "BERT-base pretrain", "MXNet", "amp", 1, 1, 1, 64, 473.76, source="Oneflow-Inc/DLPerf:MxNet/BERT/README.md@c89430bac64f"),
+        row(4, "BERT-base pretrain", "OneFlow", "amp", 1, 1, 1, 64, 534.72),
+    ]  # fmt: skip
+    runs = import_dlperf(write_rows(tmp_path / "dlperf.csv", HEADER, rows)).runs
+    line = runs["name"].str.split(":").str[2].astype(int)  # source (one colon), file line, ...
+    assert dict(zip(line, runs["mixed_precision"])) == {1: "half", 2: "autocast", 3: "half", 4: "autocast"}
+
+
+def test_real_half_precision_files(shared_data):
+    runs = import_dlperf(shared_data / "dlperf_v100_cluster.csv").runs
+    half = runs[runs["mixed_precision"] == "half"]
+    assert set(half["software"]) == {"MXNet", "MindSpore", "NGC PyTorch (NVIDIA DeepLearningExamples)", "NGC MxNet (NVIDIA DeepLearningExamples)"}
+    assert set(half.loc[half["software"].str.startswith("NGC PyTorch"), "model"]) == {"bert-base"}  # its ResNet50 runs apex O1
+    assert set(runs["mixed_precision"]) == {"half", "autocast"}

@@ -81,6 +81,13 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   container and the XLA flag. ``collected_at``: empty for the snapshot (the
   README gives no measurement date), the date the value first appeared for
   the history.
+* mixed_precision: half for the PyTorch examples whose FP16 ("amp") runs hold
+  the whole model at FP16 with FP32 master weights, at every README version
+  the tables hold (:data:`DLE_HALF_EXAMPLES`): BERT, GNMT and Transformer-XL;
+  autocast (per-operator casts) for the rest, PaddlePaddle's BERT included
+  (static AMP at level O1, though its white list also casts softmax, layer
+  norm and GELU). Set on every precision of those examples (it changes
+  nothing at FP32 and TF32).
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
   README version, model table, GPU, precision, batch cell and container
   by more than the spread between hosts
@@ -163,6 +170,20 @@ DLE_FRAMEWORKS = {
     "PyTorch": "pytorch", "DGLPyTorch": "pytorch", "TensorFlow": "tensorflow", "TensorFlow2": "tensorflow",
     "Tensorflow2": "tensorflow", "MxNet": "mxnet", "PaddlePaddle": "paddle",
 }  # fmt: skip
+#: Examples whose "amp" tables train a half-precision model (FP16 weights and activations, FP32 master
+#: weights; the job spec's mixed_precision "half"), with the code that makes it so at their README versions.
+DLE_HALF_EXAMPLES = {
+    # 19.07-20.06: run_pretraining.py / run_squad.py --fp16 -> amp.initialize(..., opt_level="O2");
+    # 21.11 on: run_pretraining.sh passes --allreduce_post_accumulation_fp16 by default -> model.half().
+    "PyTorch/LanguageModeling/BERT": "apex O2, then model.half()",
+    # 18.11-19.01: --math fp16 (train.py's default) -> model.half() with Fp16Optimizer's FP32 master copy;
+    # later: amp.initialize(..., opt_level="O2").
+    "PyTorch/Translation/GNMT": "model.half(), then apex O2",
+    # --fp16 -> amp.initialize(..., opt_level="O2") (hard-coded at 19.09-19.11; later --amp apex and
+    # --apex_amp_opt_level O2 by default).
+    "PyTorch/LanguageModeling/Transformer-XL": "apex O2",
+    "PyTorch/LanguageModeling/TransformerXL": "apex O2",
+}
 #: Units that count samples; DLRM's "records of data/s" are its click-log records, one sample each.
 DLE_SAMPLE_UNITS = frozenset({"images/s", "sequences/s", "sentences/s", "samples/s", "items/images/s", "items/s", "records of data/s"})
 #: Units counted per unit of a sample (tokens, mel frames), by the model they belong to.
@@ -319,6 +340,7 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
         "precision": precision,
         "framework": framework,
         "software_stack": np.where(xla, "compiled", "stock").astype(object),
+        "mixed_precision": np.where(np.isin(model_dir, list(DLE_HALF_EXAMPLES)), "half", "autocast").astype(object),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),
         "gpus_per_worker": per_node,

@@ -15,6 +15,16 @@ whole cluster; 1 to 32 GPUs.
   DeepLearningExamples code), compiled where the table says XLA.
 * Precision: fp32 (V100 has no TF32), amp -> fp16; a row without one is
   excluded.
+* mixed_precision: half where the suite's script holds the whole model at
+  FP16 with FP32 master weights (:func:`dlperf_mixed_precision`):
+  DeepLearningExamples' PyTorch BERT (``--fp16``: apex ``opt_level="O2"``),
+  MXNet's BERT and ResNet50 v1b (``--dtype float16``: ``net.cast``), NGC
+  MXNet's ResNet50 "without amp" (``--dtype float16``; its "with amp" table
+  is ``mx.contrib.amp``), MindSpore's ResNet50 (``amp_level="O2"``,
+  ``keep_batchnorm_fp32=False``) and BERT (``compute_type`` float16, layer
+  norm included); autocast for the rest (TensorFlow's AMP rewrite and Keras
+  policy, PaddlePaddle's ``mixed_precision.decorate``, OneFlow's AMP pass,
+  DeepLearningExamples' PyTorch ResNet50 at apex ``opt_level="O1"``).
 * Rows: the authors' reported values (medians) are mapped; their individual
   repeats are excluded (the median stands for them), and so are summary rows
   that repeat a value reported in another file (``duplicate_of``).
@@ -38,12 +48,19 @@ from training.importers.common import ImportResult, RowAccounting, attribute, ca
 
 DLPERF_SOURCE = "Oneflow-Inc/DLPerf"
 DLPERF_COLUMNS = (
-    "source", "file_line", "model", "framework", "implementation_column", "precision", "xla", "gpu", "gpus_total",
+    "source", "file_line", "model", "framework", "implementation_column", "section_heading", "precision", "xla", "gpu", "gpus_total",
     "gpus_per_node", "nodes", "batch_size_per_gpu", "throughput", "throughput_unit", "row_kind", "raw_row", "duplicate_of",
 )  # fmt: skip
 DLPERF_MODELS = {"ResNet50 v1.5": "resnet50", "BERT-base pretrain": "bert-base"}
 DLPERF_PRECISIONS = {"fp32": "fp32", "amp": "fp16"}
 DLPERF_SAMPLE_UNITS = ("samples/s", "images/s", "sentences/s")
+#: Result files whose FP16 runs train a half-precision model (see the module docstring), by their path in the suite.
+DLPERF_HALF_FILES = frozenset({
+    "NVIDIADeepLearningExamples/PyTorch/BERT/README.md", "MxNet/BERT/README.md", "MxNet/Classification/RN50v1b/README.md",
+    "MindSpore/resnet50v1.5/README.md", "MindSpore/bert/README.md",
+})  # fmt: skip
+#: NGC MXNet's ResNet50 README: its "without amp" table casts the network (--dtype float16), the "with amp" one autocasts.
+DLPERF_NGC_MXNET_RN50 = "NVIDIADeepLearningExamples/MxNet/Classification/RN50v1.5/README.md"
 #: The cluster's network, as the suite's report states it: 100 Gb/s EDR InfiniBand, one adapter per node.
 DLPERF_NETWORK = "infiniband-edr"
 
@@ -55,6 +72,13 @@ def dlperf_framework(name: object) -> str | None:
         if key in lowered:
             return framework
     return None
+
+
+def dlperf_mixed_precision(source: pd.Series, heading: pd.Series) -> np.ndarray:
+    """half or autocast for each row, by the result file it was read from (and NGC MXNet's table heading)."""
+    path = source.fillna("").astype(str).str.extract(r"^[^:]*:([^@]*)", expand=False).fillna("")
+    cast = path.isin(DLPERF_HALF_FILES) | (path.eq(DLPERF_NGC_MXNET_RN50) & heading.fillna("").str.contains("without amp"))
+    return np.where(cast.to_numpy(), "half", "autocast").astype(object)
 
 
 def import_dlperf(path: str | Path, *, hardware: HardwareCatalog | None = None, workloads: WorkloadCatalog | None = None) -> ImportResult:
@@ -101,6 +125,7 @@ def import_dlperf(path: str | Path, *, hardware: HardwareCatalog | None = None, 
         "precision": precision,
         "framework": framework,
         "software_stack": np.where(xla, "compiled", "stock").astype(object),
+        "mixed_precision": dlperf_mixed_precision(src["source"], src["section_heading"]),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),
         "gpus_per_worker": per_node,

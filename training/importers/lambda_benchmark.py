@@ -21,11 +21,16 @@
   nvswitch-gen2, H100/H200 -> nvswitch-gen3, B200 -> nvswitch-gen4); "NVLink
   (SXM2 hybrid cube mesh)" -> nvlink-gen2; "NVLink bridge" -> the card's bridge
   link; "PCIe" -> the GPU's host PCIe link; empty -> empty (the GPU's default).
-* mixed_precision: half for BERT (both SQuAD models) and GNMT, whose
-  DeepLearningExamples scripts hold the whole model at FP16 with FP32 master
-  weights (apex AMP ``opt_level="O2"``: ``run_squad.py --fp16`` and the
-  suite's BERT logs; GNMT's ``--math fp16``, ``seq2seq/train/trainer.py``);
-  autocast (per-operator casts) for the rest. Set on every precision of those
+* mixed_precision: half for BERT (both SQuAD models), GNMT and
+  Transformer-XL (base and large), whose DeepLearningExamples scripts hold
+  the whole model at FP16 with FP32 master weights (apex AMP
+  ``opt_level="O2"``: ``run_squad.py --fp16`` and the suite's BERT logs;
+  GNMT's ``--math fp16``, ``seq2seq/train/trainer.py``; Transformer-XL's
+  ``--fp16``, which every version of ``train.py`` hands to apex at O2: hard-
+  coded at first, then ``--amp apex`` and ``--apex_amp_opt_level O2`` by
+  default); autocast (per-operator casts) for the rest: the suite's
+  ConvNets, SSD and NCF at ``--amp`` run ``torch.cuda.amp.autocast``,
+  Tacotron 2 and WaveGlow apex O1, Mask R-CNN apex O1. Set on every precision of those
   models (it changes nothing at FP32 and TF32).
 * framework pytorch, software_stack stock; collected_at empty (the source
   gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
@@ -58,7 +63,7 @@ from training.runs import faster_than_one_gpu
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 
 #: Models whose scripts in the suite train at FP16 as a half-precision model with FP32 master weights (apex O2).
-LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt"})
+LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt", "transformer-xl-base", "transformer-xl-large-256"})
 
 LAMBDA_MODELS = {
     "resnet50": "resnet50",
