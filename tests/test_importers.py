@@ -165,15 +165,24 @@ def test_lambda_token_units_use_the_workload_units_per_sample(lambda_csv):
     assert "per-sample unit needs tokens_per_sample" not in set(excluded["reason"])
 
 
-def test_lambda_transformer_xl_large_is_its_256_token_configuration(tmp_path):
-    # Lambda's suite passes --tgt_len 256 --mem_len 256 to the large model: 8 segments of 256 tokens
-    # at 1,024 tokens/s is a 2.0 s step of transformer-xl-large-256, the network of transformer-xl-large.
-    row = lambda_row("1xA100-txl", "A100 SXM4 40GB", 1, "", "transformerxllarge", "amp_fp16", 8, 1024.0, "tokens/s")
-    runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, [row], "txl.csv")).runs)
-    assert runs.loc["1xA100-txl", "model"] == "transformer-xl-large-256"
-    assert runs.loc["1xA100-txl", "measured_step_time_s"] == pytest.approx(8 * 256 / 1024.0)
-    assert runs.loc["1xA100-txl", "mixed_precision"] == "half"  # train.py --fp16: apex O2
-    assert workload_catalog().get("transformer-xl-large-256").network_of == "transformer-xl-large"
+def test_lambda_transformer_xl_is_the_suites_configuration(tmp_path):
+    # Every config file passes --tgt_len 256 --mem_len 256 to the large model, and neither model gets --adaptive:
+    # 8 segments of 256 tokens at 1,024 tokens/s is a 2.0 s step of the large network with a full softmax.
+    rows = [
+        lambda_row("1xA100-txl", "A100 SXM4 40GB", 1, "", "transformerxllarge", "amp_fp16", 8, 1024.0, "tokens/s"),
+        # 4 GPUs, global batch 96 (24 a GPU) at 20,000 tokens/s summed over the 4 processes: without --multi_gpu ddp
+        # they are 4 replicas, each a one-GPU step of 24 x 192 tokens at 5,000 tokens/s.
+        lambda_row("4xA6000-txl", "RTX A6000", 4, "NVLink bridge", "transformerxlbase", "amp_fp16", 24, 20000.0, "tokens/s", form="PCIe"),
+    ]
+    runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, rows, "txl.csv")).runs)
+    large, base = runs.loc["1xA100-txl"], runs.loc["4xA6000-txl"]
+    assert large["model"] == "transformer-xl-large-256-full-softmax" and large["measured_step_time_s"] == pytest.approx(8 * 256 / 1024.0)
+    assert large["mixed_precision"] == "half"  # train.py --fp16: apex O2
+    assert base["model"] == "transformer-xl-base-full-softmax"
+    assert (base["architecture"], base["gpus_per_worker"], base["gpus_per_node"], base["batch_size_per_gpu"]) == ("single", 1, 1, 24)
+    assert pd.isna(base["intra_node_link"])
+    assert base["measured_step_time_s"] == pytest.approx(24 * 192 / 5000.0)
+    assert workload_catalog().get("transformer-xl-large-256-full-softmax").network_of == "transformer-xl-large"
 
 
 def test_lambda_bert_and_gnmt_train_a_half_precision_model(lambda_csv):
@@ -358,7 +367,7 @@ def test_full_lambda_import(shared_data):
     assert (reasons["suspect in source"], reasons["batch size missing"], reasons["fractional per-GPU batch"]) == (22, 2, 5)
     # The 1,874 rows counting samples, less 22 suspect and 5 fractional batches, map unless the job
     # rules refuse them (NCF per-GPU batches above the job spec's limit).
-    per_sample_models = {"gnmt", "transformer-xl-base", "transformer-xl-large-256", "tacotron2", "waveglow"}
+    per_sample_models = {"gnmt", "transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax", "tacotron2", "waveglow"}
     sample_rows = int((~result.runs["model"].isin(per_sample_models)).sum())
     refused = reasons.get("fails run-table rules: workload.batch_size_per_gpu", 0)
     # BERT-base SQuAD and NCF on several GPUs faster per GPU than on one (55 rows).

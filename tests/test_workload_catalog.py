@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from features.catalog_base import PROVENANCE_KINDS
@@ -292,6 +294,7 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
         "retinanet-fused-loss": "retinanet",
         **{f"dlrm-dot-fl{t}": "dlrm-dot" for t in (15, 3, 2, 0)},
         "transformer-xl-large-256": "transformer-xl-large",
+        "transformer-xl-base-full-softmax": "transformer-xl-base", "transformer-xl-large-256-full-softmax": "transformer-xl-large",
     }
     # Same network, less work per sequence: the unpadded run computes on fewer tokens than the binned one,
     # and phase 1's 128 tokens on fewer still.
@@ -305,6 +308,24 @@ def test_layouts_of_one_network_name_it_and_nothing_else():
     large, short = cat.get("transformer-xl-large"), cat.get("transformer-xl-large-256")
     assert short.param_count == large.param_count
     assert short.flops_per_sample < large.flops_per_sample * 256 / 384
+    # Without --adaptive, one 267,735-word softmax tied to a full-width embedding. Base (div_val 1): the same
+    # parameters less the three cluster logits. Every token's logits span the vocabulary (forward and two backward
+    # matmuls, 3 x 2 x 512 FLOPs a word) where the adaptive one computes the 20,000-wide head and, for a token in
+    # a tail cluster, that cluster's words; under the probe's Zipf(1) tokens a tail holds sum_i p_i x width_i words.
+    base, full = cat.get("transformer-xl-base"), cat.get("transformer-xl-base-full-softmax")
+    assert full.param_count == base.param_count - 3 * (512 + 1)  # no cluster logits: 3 x (weight row + bias)
+    harmonic = np.cumsum(1.0 / np.arange(1, 267735 + 1))
+    ends = [0, 19997, 39997, 199997, 267735]
+    share = [(harmonic[hi - 1] - (harmonic[lo - 1] if lo else 0.0)) / harmonic[-1] for lo, hi in zip(ends[:-1], ends[1:])]
+    tail_words = sum(p * (hi - lo) for p, lo, hi in zip(share[1:], ends[1:-1], ends[2:]))
+    extra = 192 * 3 * 2 * 512 * (267735 - (19997 + 3) - tail_words)
+    assert full.flops_per_sample - base.flops_per_sample == pytest.approx(extra, rel=0.03)
+    # Large (div_val 4): the four narrowing tables become one 267,735 x 1024 table plus its two 1024 x 1024 projections.
+    full_large = cat.get("transformer-xl-large-256-full-softmax")
+    adaptive_tables = 19997 * 1024 + 20000 * 256 + 160000 * 64 + 67738 * 16 + 3 * (1024 + 1)  # clusters and their logits
+    adaptive_projs = 1024 * (1024 + 1024 + 256 + 64 + 16)  # the head's output projection and the four input ones
+    full_tables = 267735 * 1024 + 2 * 1024 * 1024
+    assert full_large.param_count == short.param_count - adaptive_tables - adaptive_projs + full_tables
     data = read_json(CATALOG_DIR / "workloads.json")
     for bad in ("no-such-workload", "bert-large-unpadded"):
         entries = [dict(e, network_of=bad) if e["name"] == "bert-large-unpadded" else e for e in data["workloads"]]

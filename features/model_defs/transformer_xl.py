@@ -6,7 +6,9 @@ arXiv:1901.02860): relative-position multi-head attention with learnable
 biases over the current segment and a memory of the previous one, post-norm
 layers, an adaptive input embedding and an adaptive softmax with cutoffs
 19,997 / 39,997 / 199,997 over the 267,735-word vocabulary, output weights
-tied to the embedding.
+tied to the embedding. Without ``--adaptive`` (``TxlConfig.cutoffs`` empty)
+train.py builds one cluster: a full softmax over the whole vocabulary, its
+embedding as wide as the model.
 
 The adaptive embedding and softmax route each token to its frequency
 cluster. Which tokens fall in which cluster is data, so the batch carries
@@ -44,12 +46,17 @@ class TxlConfig:
     div_val: int
     dropout: float
     dropatt: float
+    #: The adaptive softmax's cluster boundaries (train.py --adaptive on WikiText-103); empty: a full softmax.
+    cutoffs: tuple[int, ...] = CUTOFFS
 
 
 BASE = TxlConfig(16, 512, 8, 64, 2048, 192, 192, 1, 0.1, 0.0)
 LARGE = TxlConfig(18, 1024, 16, 64, 4096, 384, 384, 4, 0.2, 0.2)
 #: The large model as lambdal/deeplearning-benchmark trains it: 256-token segments with a 256-token memory.
 LARGE_256 = dataclasses.replace(LARGE, tgt_len=256, mem_len=256)
+#: Both as the suite's train.py command builds them: without --adaptive, a full softmax over the vocabulary.
+BASE_FULL_SOFTMAX = dataclasses.replace(BASE, cutoffs=())
+LARGE_256_FULL_SOFTMAX = dataclasses.replace(LARGE_256, cutoffs=())
 
 
 class RelPartialLearnableAttention(nn.Module):
@@ -104,8 +111,8 @@ class TxlLayer(nn.Module):
         return self.ff_norm(x + self.ff(x))
 
 
-def _cluster_bounds() -> list[tuple[int, int]]:
-    ends = [0, *CUTOFFS, N_TOKEN]
+def _cluster_bounds(cutoffs: tuple[int, ...]) -> list[tuple[int, int]]:
+    ends = [0, *cutoffs, N_TOKEN]
     return list(zip(ends[:-1], ends[1:]))
 
 
@@ -123,8 +130,8 @@ class TransformerXL(nn.Module):
         super().__init__()
         self.c = c
         d = c.d_model
-        dims = [d // c.div_val**i for i in range(len(CUTOFFS) + 1)]
-        bounds = _cluster_bounds()
+        dims = [d // c.div_val**i for i in range(len(c.cutoffs) + 1)]
+        bounds = _cluster_bounds(c.cutoffs)
         if c.div_val == 1:
             self.emb_layers = nn.ModuleList([nn.Embedding(N_TOKEN, d)])
             self.emb_projs = nn.ParameterList()
@@ -136,8 +143,9 @@ class TransformerXL(nn.Module):
             self.out_bias = nn.Parameter(torch.zeros(N_TOKEN))
             # tie_projs = [False, True, True, True]: the head's output projection is its own.
             self.out_projs = nn.ParameterList([nn.Parameter(torch.randn(d, dims[0]) * 0.01)])
-        self.cluster_weight = nn.Parameter(torch.zeros(len(CUTOFFS), dims[0]))
-        self.cluster_bias = nn.Parameter(torch.zeros(len(CUTOFFS)))
+        # proj_adaptive_softmax.py: the head's cluster logits exist only where there are tail clusters.
+        self.cluster_weight = nn.Parameter(torch.zeros(len(c.cutoffs), dims[0])) if c.cutoffs else None
+        self.cluster_bias = nn.Parameter(torch.zeros(len(c.cutoffs))) if c.cutoffs else None
         self.r_w_bias = nn.Parameter(torch.zeros(c.n_head, c.d_head))
         self.r_r_bias = nn.Parameter(torch.zeros(c.n_head, c.d_head))
         self.layers = nn.ModuleList(TxlLayer(c) for _ in range(c.n_layer))
@@ -149,13 +157,13 @@ class TransformerXL(nn.Module):
             return self.emb_layers[0](tokens) * scale
         flat = tokens.reshape(-1)
         out = torch.zeros(flat.shape[0], self.c.d_model)
-        for (lo, _), emb, proj, (positions, _) in zip(_cluster_bounds(), self.emb_layers, self.emb_projs, clusters):
+        for (lo, _), emb, proj, (positions, _) in zip(_cluster_bounds(self.c.cutoffs), self.emb_layers, self.emb_projs, clusters):
             vec = F.linear(emb(flat.index_select(0, positions) - lo), proj)
             out = out.index_copy(0, positions, vec)
         return (out * scale).view(*tokens.shape, self.c.d_model)
 
     def _tail(self, i: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        lo, hi = _cluster_bounds()[i]
+        lo, hi = _cluster_bounds(self.c.cutoffs)[i]
         if self.c.div_val == 1:
             return self.emb_layers[0].weight[lo:hi], self.out_bias[lo:hi], None
         proj = self.out_projs[0] if i == 0 else self.emb_projs[i]
@@ -169,11 +177,14 @@ class TransformerXL(nn.Module):
 
     def _nll(self, hidden: torch.Tensor, target: torch.Tensor, clusters) -> torch.Tensor:
         w0, b0, p0 = self._tail(0)
+        if self.cluster_weight is None:  # one cluster: the full softmax
+            logprob = self._logit(hidden, w0, b0, p0).log_softmax(dim=1).gather(1, target[:, None]).squeeze(1)
+            return -logprob.sum() / target.shape[0]
         head_logprob = self._logit(
             hidden, torch.cat([w0, self.cluster_weight]), torch.cat([b0, self.cluster_bias]), p0
         ).log_softmax(dim=1)
         total = hidden.new_zeros(())
-        for i, ((lo, _), (_, positions)) in enumerate(zip(_cluster_bounds(), clusters)):
+        for i, ((lo, _), (_, positions)) in enumerate(zip(_cluster_bounds(self.c.cutoffs), clusters)):
             target_i = target.index_select(0, positions) - lo
             head_i = head_logprob.index_select(0, positions)
             if i == 0:
@@ -207,10 +218,10 @@ def _zipf_tokens(shape: tuple[int, ...], generator: torch.Generator) -> torch.Te
     return torch.multinomial(weights, math.prod(shape), replacement=True, generator=generator).view(shape)
 
 
-def _clusters(tokens: torch.Tensor, target: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _clusters(tokens: torch.Tensor, target: torch.Tensor, cutoffs: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """For each cluster, the flat positions of the input tokens and of the targets in it (CPU)."""
     out = []
-    for lo, hi in _cluster_bounds():
+    for lo, hi in _cluster_bounds(cutoffs):
         inputs = ((tokens.reshape(-1) >= lo) & (tokens.reshape(-1) < hi)).nonzero().squeeze(1)
         targets = ((target.reshape(-1) >= lo) & (target.reshape(-1) < hi)).nonzero().squeeze(1)
         out.append((inputs, targets))
@@ -224,7 +235,7 @@ def _txl_probe(c: TxlConfig) -> Probe:
     def make_batch(b: int):
         stream_b = repeat_to(stream, b, 1)
         tokens, target = stream_b[:-1], stream_b[1:]
-        clusters = [(on_default_device(i), on_default_device(t)) for i, t in _clusters(tokens, target)]
+        clusters = [(on_default_device(i), on_default_device(t)) for i, t in _clusters(tokens, target, c.cutoffs)]
         memory = [torch.randn(c.mem_len, b, c.d_model) for _ in range(c.n_layer)]
         return on_default_device(tokens), on_default_device(target), memory, clusters
 
@@ -238,7 +249,7 @@ DLE_TXL = "NVIDIA DeepLearningExamples PyTorch/LanguageModeling/Transformer-XL/p
 
 
 def _recipe(name: str, c: TxlConfig, global_batch: int, aliases: tuple[str, ...]) -> Recipe:
-    size = "base" if c is BASE else "large"  # LARGE_256 is the large network
+    size = "base" if c.d_model == BASE.d_model else "large"
     n_bytes = 2 * c.tgt_len * INT64_BYTES
     return Recipe(
         name=name,
@@ -271,29 +282,66 @@ def _recipe(name: str, c: TxlConfig, global_batch: int, aliases: tuple[str, ...]
         },
         notes=(
             "Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run. "
-            + ("lambdal/deeplearning-benchmark runs the large model with tgt_len 256, not 384: transformer-xl-large-256." if c is LARGE else "")
+            + ("lambdal/deeplearning-benchmark runs the large model with tgt_len 256, not 384, and without the adaptive "
+               "softmax: transformer-xl-large-256-full-softmax." if c is LARGE else "")
+            + ("lambdal/deeplearning-benchmark runs it without the adaptive softmax: transformer-xl-base-full-softmax."
+               if c is BASE else "")
         ).strip(),
     )
 
 
 LAMBDA_TXL = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_80GB.sh"
+LAMBDA_TXL_24GB = "lambdal/deeplearning-benchmark pytorch/scripts/config_v1/config_pytorch_24GB.sh"
+#: How the suite starts train.py: pytorch/scripts/benchmark_pytorch.sh, benchmark_pytorch_transformerxl.
+LAMBDA_TXL_COMMAND = (
+    "lambdal/deeplearning-benchmark pytorch/scripts/benchmark_pytorch.sh: python -m torch.distributed.launch "
+    "train.py with the config's arguments, which name neither --adaptive nor --config_file"
+)
 
 
 def _lambda_large_recipe() -> Recipe:
-    """The large model on 256-token segments: the network of ``transformer-xl-large``, as Lambda's suite runs it."""
+    """The large model on 256-token segments: the network of ``transformer-xl-large``, as Lambda's suite configures it."""
     c = LARGE_256
     recipe = _recipe("transformer-xl-large-256", c, 8 * 48, ("txl-large-256",))
     where = f"{LAMBDA_TXL} (every config_v1 file): --tgt_len 256 --mem_len 256"
     return dataclasses.replace(
         recipe,
-        description=recipe.description + " (lambdal/deeplearning-benchmark's configuration)",
+        description=recipe.description + " (lambdal/deeplearning-benchmark's segment length)",
         extra_sources={
             "sequence_length": ("configured", where),
             "tokens_per_sample": ("configured", f"one segment is tgt_len = 256 tokens, the unit of the suite's tok/s ({where})"),
             "default_batch_size_per_gpu": ("configured", f"{LAMBDA_TXL}: PyTorch_transformerxllarge_FP16_PARAMS --batch_size 48"),
         },
-        notes="Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run.",
+        notes=(
+            "Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run. The suite "
+            "itself trains it without the adaptive softmax: transformer-xl-large-256-full-softmax."
+        ),
         network_of="transformer-xl-large",
+    )
+
+
+def _lambda_full_softmax_recipe(name: str, c: TxlConfig, batch: int, flag: str, network: str, aliases: tuple[str, ...]) -> Recipe:
+    """Transformer-XL as Lambda's suite trains it: no --adaptive, so one softmax over all 267,735 words.
+
+    The layers of ``network`` with another output table (as DLRM's sizes are one network with other
+    tables): a model held out of training leaves with both.
+    """
+    recipe = _recipe(name, c, 8 * batch, aliases)
+    where = f"{LAMBDA_TXL_24GB} {flag}: --tgt_len {c.tgt_len} --mem_len {c.mem_len}, no --adaptive"
+    return dataclasses.replace(
+        recipe,
+        description=recipe.description + ", a full softmax over the 267,735-word vocabulary (lambdal/deeplearning-benchmark's configuration)",
+        architecture=recipe.architecture + f"; cutoffs empty as train.py builds them without --adaptive ({LAMBDA_TXL_COMMAND})",
+        extra_sources={
+            "sequence_length": ("configured", where),
+            "tokens_per_sample": ("configured", f"one segment is tgt_len = {c.tgt_len} tokens, the unit of the suite's tok/s ({where})"),
+            "default_batch_size_per_gpu": ("configured", f"{LAMBDA_TXL_24GB}: {flag} --batch_size {batch} on one GPU"),
+        },
+        notes=(
+            "train.py's --adaptive is off unless given (or set by a --config_file yaml, which the suite does not pass): "
+            "the embedding is one 267,735-row table tied to the output layer, and every token's logits span the vocabulary."
+        ),
+        network_of=network,
     )
 
 
@@ -301,4 +349,10 @@ RECIPES = [
     _recipe("transformer-xl-base", BASE, 256, ("transformerxlbase", "transformer-xl-base-wt103", "txl-base")),
     _recipe("transformer-xl-large", LARGE, 128, ("transformerxllarge", "transformer-xl-large-wt103", "txl-large")),
     _lambda_large_recipe(),
+    _lambda_full_softmax_recipe("transformer-xl-base-full-softmax", BASE_FULL_SOFTMAX, 24, "PyTorch_transformerxlbase_FP16_PARAMS", "transformer-xl-base",
+                                ("txl-base-full-softmax",)),
+    _lambda_full_softmax_recipe(
+        "transformer-xl-large-256-full-softmax", LARGE_256_FULL_SOFTMAX, 8, "PyTorch_transformerxllarge_FP16_PARAMS", "transformer-xl-large",
+        ("txl-large-256-full-softmax",),
+    ),
 ]

@@ -2,10 +2,21 @@
 
 * Models: resnet50, ssd -> ssd300-resnet50, maskrcnn -> mask-rcnn,
   bert_base_squad -> bert-base-squad, bert_large_squad -> bert-large-squad,
-  gnmt, ncf, transformerxlbase -> transformer-xl-base, transformerxllarge ->
-  transformer-xl-large-256 (the large network on the 256-token segments and
-  memory every ``config_v1`` file passes, ``--tgt_len 256 --mem_len 256``;
-  DeepLearningExamples' large configuration is 384), tacotron2, waveglow.
+  gnmt, ncf, transformerxlbase -> transformer-xl-base-full-softmax,
+  transformerxllarge -> transformer-xl-large-256-full-softmax (the large
+  network on the 256-token segments and memory every config file passes,
+  ``--tgt_len 256 --mem_len 256``; DeepLearningExamples' large configuration
+  is 384), tacotron2, waveglow.
+* Transformer-XL as the suite runs it (``benchmark_pytorch.sh``:
+  ``torch.distributed.launch train.py`` with the config's arguments, which
+  name neither ``--adaptive`` nor ``--multi_gpu`` nor a ``--config_file``):
+  train.py's adaptive softmax is off, so both models train a full softmax
+  over the 267,735-word vocabulary; and it wraps the model in
+  DistributedDataParallel only under ``--multi_gpu ddp``, so on n GPUs the
+  launcher's n processes train n replicas that exchange no gradients. Such
+  a row is one replica's step: architecture single, one GPU, the per-GPU
+  batch, and the step time ``global_batch_size * tokens_per_sample /
+  throughput`` (the tok/s summed over the n processes).
 * Step time: where batch and throughput count the same thing (images/s,
   sequences/s, samples/s) ``global_batch_size / throughput``; for tokens/s,
   mel-frames/s and audio-samples/s ``global_batch_size * tokens_per_sample /
@@ -63,7 +74,9 @@ from training.runs import faster_than_one_gpu
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 
 #: Models whose scripts in the suite train at FP16 as a half-precision model with FP32 master weights (apex O2).
-LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt", "transformer-xl-base", "transformer-xl-large-256"})
+LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt", "transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax"})
+#: Models the suite launches on n GPUs as n replicas without a gradient exchange (see the module docstring).
+LAMBDA_REPLICA_MODELS = frozenset({"transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax"})
 
 LAMBDA_MODELS = {
     "resnet50": "resnet50",
@@ -73,8 +86,8 @@ LAMBDA_MODELS = {
     "bert_large_squad": "bert-large-squad",
     "gnmt": "gnmt",
     "ncf": "ncf",
-    "transformerxlbase": "transformer-xl-base",
-    "transformerxllarge": "transformer-xl-large-256",
+    "transformerxlbase": "transformer-xl-base-full-softmax",
+    "transformerxllarge": "transformer-xl-large-256-full-softmax",
     "tacotron2": "tacotron2",
     "waveglow": "waveglow",
 }
@@ -129,6 +142,8 @@ def import_lambda(
     superlinear, one_gpu_s = faster_than_one_gpu(configuration, n_gpus, step_time_s, rows.ok)
     rows.exclude(superlinear, "faster per GPU than on one GPU", one_gpu_detail(n_gpus, step_time_s, one_gpu_s))
     n = len(src)
+    replicas = np.isin(model, list(LAMBDA_REPLICA_MODELS))
+    gpus = np.where(replicas, 1.0, n_gpus)
     runs = {
         "name": source_id,
         "model": model,
@@ -137,12 +152,12 @@ def import_lambda(
         "framework": np.full(n, "pytorch", object),
         "software_stack": np.full(n, "stock", object),
         "mixed_precision": np.where(np.isin(model, list(LAMBDA_HALF_MODELS)), "half", "autocast").astype(object),
-        "architecture": np.where(n_gpus == 1, "single", "allreduce-local").astype(object),
+        "architecture": np.where(gpus == 1, "single", "allreduce-local").astype(object),
         "workers": np.ones(n),
-        "gpus_per_worker": n_gpus,
+        "gpus_per_worker": gpus,
         "gpu": attribute(devices, "name"),
-        "gpus_per_node": n_gpus,
-        "intra_node_link": intra,
+        "gpus_per_node": gpus,
+        "intra_node_link": np.where(replicas, None, intra),
         "measured_step_time_s": step_time_s,
         "source": np.full(n, LAMBDA_SOURCE, object),
         "source_id": source_id,
