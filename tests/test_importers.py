@@ -194,6 +194,15 @@ def test_lambda_bert_and_gnmt_train_a_half_precision_model(lambda_csv):
     assert runs.loc["1xA100-tx", "mixed_precision"] == "autocast"  # tacotron2
 
 
+def test_lambda_v0_resnet50_and_ncf_fp16_tasks_train_a_half_precision_model(tmp_path):
+    # Suite v0's ResNet-50 FP16 task passes --fp16 (network_to_half) and NCF's --opt_level O2; from v1 both autocast.
+    rows = [dict(lambda_row(f"{v}-{m}", "V100 16GB", 1, "", m, "amp_fp16", 256, 1000.0), suite_version=v) for v in ("v0", "v1") for m in ("resnet50", "ncf", "ssd")]
+    runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, rows, "v0.csv")).runs)
+    assert runs["mixed_precision"].to_dict() == {
+        "v0-resnet50": "half", "v0-ncf": "half", "v0-ssd": "autocast", "v1-resnet50": "autocast", "v1-ncf": "autocast", "v1-ssd": "autocast",
+    }  # fmt: skip
+
+
 def test_lambda_output_loads_once_the_models_are_catalogued(lambda_csv, tmp_path):
     runs, _ = import_lambda(lambda_csv)
     path = tmp_path / "runs.csv"

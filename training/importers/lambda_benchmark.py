@@ -39,9 +39,16 @@
   GNMT's ``--math fp16``, ``seq2seq/train/trainer.py``; Transformer-XL's
   ``--fp16``, which every version of ``train.py`` hands to apex at O2: hard-
   coded at first, then ``--amp apex`` and ``--apex_amp_opt_level O2`` by
-  default); autocast (per-operator casts) for the rest: the suite's
-  ConvNets, SSD and NCF at ``--amp`` run ``torch.cuda.amp.autocast``,
-  Tacotron 2 and WaveGlow apex O1, Mask R-CNN apex O1. Set on every precision of those
+  default). In suite version v0 (the DeepLearningExamples copy inside NGC's
+  20.01 and 20.10 containers, ``config_v0``) also ResNet-50, whose FP16 task
+  passes ``--fp16`` (``network_to_half`` with an FP32 master copy, where
+  ``--amp`` is the other task), and NCF, whose FP16 task passes
+  ``--opt_level "O2"`` (:data:`LAMBDA_V0_HALF_MODELS`). Autocast (per-operator
+  casts) for the rest: from v1 on (Lambda's DeepLearningExamples fork in NGC
+  22.09 and later) ConvNets, SSD and NCF at ``--amp`` run
+  ``torch.cuda.amp.autocast``; Tacotron 2 and WaveGlow call apex O1, Mask
+  R-CNN apex O1; v0's SSD ``--amp`` is left autocast (which container's SSD
+  ran which AMP is not established). Set on every precision of those
   models (it changes nothing at FP32 and TF32).
 * framework pytorch, software_stack stock; collected_at empty (the source
   gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
@@ -75,6 +82,8 @@ LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 
 #: Models whose scripts in the suite train at FP16 as a half-precision model with FP32 master weights (apex O2).
 LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt", "transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax"})
+#: Models whose suite-v0 FP16 task trains a half-precision model (ResNet-50 --fp16, NCF --opt_level O2).
+LAMBDA_V0_HALF_MODELS = frozenset({"resnet50", "ncf"})
 #: Models the suite launches on n GPUs as n replicas without a gradient exchange (see the module docstring).
 LAMBDA_REPLICA_MODELS = frozenset({"transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax"})
 
@@ -151,7 +160,10 @@ def import_lambda(
         "precision": precision,
         "framework": np.full(n, "pytorch", object),
         "software_stack": np.full(n, "stock", object),
-        "mixed_precision": np.where(np.isin(model, list(LAMBDA_HALF_MODELS)), "half", "autocast").astype(object),
+        "mixed_precision": np.where(
+            np.isin(model, list(LAMBDA_HALF_MODELS)) | ((src["suite_version"].to_numpy(object) == "v0") & np.isin(model, list(LAMBDA_V0_HALF_MODELS))),
+            "half", "autocast",
+        ).astype(object),
         "architecture": np.where(gpus == 1, "single", "allreduce-local").astype(object),
         "workers": np.ones(n),
         "gpus_per_worker": gpus,
