@@ -299,6 +299,15 @@ LAMBDA_TXL_COMMAND = (
 )
 
 
+def _lambda_sources(where: str, tgt_len: int, batch: str) -> dict[str, tuple[str, str]]:
+    """Where the suite's configuration sets a Lambda variant's segment and batch."""
+    return {
+        "sequence_length": ("configured", where),
+        "tokens_per_sample": ("configured", f"one segment is tgt_len = {tgt_len} tokens, the unit of the suite's tok/s ({where})"),
+        "default_batch_size_per_gpu": ("configured", batch),
+    }
+
+
 def _lambda_large_recipe() -> Recipe:
     """The large model on 256-token segments: the network of ``transformer-xl-large``, as Lambda's suite configures it."""
     c = LARGE_256
@@ -307,11 +316,7 @@ def _lambda_large_recipe() -> Recipe:
     return dataclasses.replace(
         recipe,
         description=recipe.description + " (lambdal/deeplearning-benchmark's segment length)",
-        extra_sources={
-            "sequence_length": ("configured", where),
-            "tokens_per_sample": ("configured", f"one segment is tgt_len = 256 tokens, the unit of the suite's tok/s ({where})"),
-            "default_batch_size_per_gpu": ("configured", f"{LAMBDA_TXL}: PyTorch_transformerxllarge_FP16_PARAMS --batch_size 48"),
-        },
+        extra_sources=_lambda_sources(where, c.tgt_len, f"{LAMBDA_TXL}: PyTorch_transformerxllarge_FP16_PARAMS --batch_size 48"),
         notes=(
             "Target tokens drawn from a Zipf(1) law decide how often the adaptive softmax's tail clusters run. The suite "
             "itself trains it without the adaptive softmax: transformer-xl-large-256-full-softmax."
@@ -332,11 +337,7 @@ def _lambda_full_softmax_recipe(name: str, c: TxlConfig, batch: int, flag: str, 
         recipe,
         description=recipe.description + ", a full softmax over the 267,735-word vocabulary (lambdal/deeplearning-benchmark's configuration)",
         architecture=recipe.architecture + f"; cutoffs empty as train.py builds them without --adaptive ({LAMBDA_TXL_COMMAND})",
-        extra_sources={
-            "sequence_length": ("configured", where),
-            "tokens_per_sample": ("configured", f"one segment is tgt_len = {c.tgt_len} tokens, the unit of the suite's tok/s ({where})"),
-            "default_batch_size_per_gpu": ("configured", f"{LAMBDA_TXL_24GB}: {flag} --batch_size {batch} on one GPU"),
-        },
+        extra_sources=_lambda_sources(where, c.tgt_len, f"{LAMBDA_TXL_24GB}: {flag} --batch_size {batch} on one GPU"),
         notes=(
             "train.py's --adaptive is off unless given (or set by a --config_file yaml, which the suite does not pass): "
             "the embedding is one 267,735-row table tied to the output layer, and every token's logits span the vocabulary."
