@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, memory_traffic_bytes
-from features.fields import FRAMEWORKS, SOFTWARE_STACKS
+from features.fields import DEFAULT_SOFTWARE_YEAR, FRAMEWORKS, SOFTWARE_STACKS
 from features.resolve import ResolvedJobs
 
 _FLOOR_S = 1e-9
@@ -34,7 +34,7 @@ _FLOOR = 1.0
 UNUSED_LINK_LOG_BW = 0.0
 
 #: Bump when the feature list or its meaning changes; saved models record it.
-FEATURE_SCHEMA_VERSION = 5
+FEATURE_SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ def physical_columns(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> dict
     held-out benchmarks (MLPerf leave-one-benchmark-out 50.4% with them,
     47.6% without; Lambda leave-one-GPU-type-out 15.1% either way). A link the job does not use (the network of a one-node job,
     the intra-node link of a one-GPU ring) shows as 1 B/s, so changing it
-    leaves every feature exactly unchanged.
+    leaves every feature exactly unchanged. The software release year is one more: no hardware
+    upgrade moves it, and the residual is monotone in it (a newer release is never slower).
     """
     r, b = resolved, breakdown
     step_flops = r.flops_per_sample * r.batch_size_per_gpu
@@ -174,7 +175,13 @@ def physical_columns(resolved: ResolvedJobs, breakdown: BreakdownArrays) -> dict
     columns.update(_one_hot("architecture", r.architecture_code, len(ARCHITECTURE_CODES)))
     columns.update(_one_hot("framework", _categorical(r, "framework", FRAMEWORKS), len(FRAMEWORKS)))
     columns["software_tuned"] = (_categorical(r, "software_stack", SOFTWARE_STACKS) == 1).astype(float)
+    columns["software_year"] = software_year(r)
     return columns
+
+
+def software_year(r: ResolvedJobs) -> np.ndarray:
+    """Each job's software release year (the field's default where the job states none)."""
+    return np.nan_to_num(np.asarray(r.table.columns["software_year"], float), nan=DEFAULT_SOFTWARE_YEAR)
 
 
 def analytical_traffic_bytes(r: ResolvedJobs) -> np.ndarray:
@@ -204,6 +211,9 @@ MONOTONE_SIGNS: dict[str, int] = {
     "log_intra_node_bw_bytes_per_s": -1,
     "log_network_bw_bytes_per_s": -1,
     "log_host_link_bw_bytes_per_s": -1,
+    # A newer release of the same framework is never slower on the same job: kernel libraries
+    # (cuDNN, cuBLAS, NCCL) and fusions only get added between NGC releases in the measured runs.
+    "software_year": -1,
 }
 
 
@@ -268,7 +278,9 @@ def candidate_columns(resolved: ResolvedJobs, names: Sequence[str]) -> dict[str,
 
 
 #: Job sizes whose training range bounds a model's domain (log10 where the name says so).
-RANGE_COLUMNS = ("log_total_gpus", "log_batch_size_per_gpu", "log_flops_per_sample", "log_peak_flops_per_s", "workers_per_server")
+RANGE_COLUMNS = (
+    "log_total_gpus", "log_batch_size_per_gpu", "log_flops_per_sample", "log_peak_flops_per_s", "workers_per_server", "software_year",
+)
 
 
 def range_columns(resolved: ResolvedJobs, frame: FeatureFrame) -> dict[str, np.ndarray]:
@@ -329,6 +341,7 @@ def raw_features(resolved: ResolvedJobs) -> FeatureFrame:
         "architecture": r.architecture_code.astype(float),
         "framework": _categorical(r, "framework", FRAMEWORKS).astype(float),
         "software_tuned": (_categorical(r, "software_stack", SOFTWARE_STACKS) == 1).astype(float),
+        "software_year": software_year(r),
     }
     return _frame(columns, resolved)
 

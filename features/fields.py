@@ -24,6 +24,10 @@ ACTIVATION_RECOMPUTE = ("none", "selective", "full")
 SHARDING = ("none", "optimizer", "gradients", "full")
 ADAPTERS = ("none", "lora")
 
+#: The release year a job without one runs: the newest among the measured runs (Lambda's suite v2,
+#: NGC PyTorch 24.10). A job states its own where it runs an older or newer stack.
+DEFAULT_SOFTWARE_YEAR = 2024
+
 SECTIONS = ("workload", "parallelism", "cluster", "measured")
 REQUIRED_SECTIONS = ("workload", "cluster")
 
@@ -74,6 +78,11 @@ FIELDS: tuple[Field, ...] = (
           "as in MLPerf submissions; compiled: a released build under a graph compiler that fuses element-wise operators "
           "(TensorFlow's XLA, torch.compile).",
           default="stock", allowed=SOFTWARE_STACKS),
+    Field("workload", "software_year", "int",
+          "Release year of the framework build or container the job runs (NGC PyTorch 22.09 -> 2022): kernel libraries get "
+          f"faster release by release, and the learned correction reads it; default {DEFAULT_SOFTWARE_YEAR}, the newest "
+          "release among the measured runs.",
+          default=DEFAULT_SOFTWARE_YEAR, lower=2012.0, upper=2100.0),
     Field("workload", "mixed_precision", "str",
           "How fp16/bf16 is applied: autocast casts operator by operator, keeping softmax, normalisation, reductions "
           "and losses in FP32 (torch.autocast, apex AMP O1, TensorFlow's AMP); half holds the whole model at the "

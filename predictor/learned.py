@@ -33,6 +33,7 @@ RANGE_FEATURES = {
     "log_flops_per_sample": ("FLOPs per sample", lambda v: 10**v),
     "log_peak_flops_per_s": ("peak FLOP/s", lambda v: 10**v),
     "workers_per_server": ("workers per server", lambda v: v),
+    "software_year": ("software release year", lambda v: v),
 }
 
 
@@ -165,12 +166,14 @@ def domain_notes(domain: dict, resolved: ResolvedJobs, frame) -> tuple[np.ndarra
                 if column == "architecture":
                     pooled |= rows
     for feature, values in range_columns(resolved, frame).items():
+        if feature not in domain["ranges"]:  # an artefact trained before the range was recorded
+            continue
         label, to_user = RANGE_FEATURES[feature]
         low, high = domain["ranges"][feature]
         with np.errstate(invalid="ignore"):
             below, above = values < low - 1e-9, values > high + 1e-9
-        _note(notes, resolved.ok & below, f"{label} below the training range ({to_user(low):.3g}-{to_user(high):.3g})")
-        _note(notes, resolved.ok & above, f"{label} above the training range ({to_user(low):.3g}-{to_user(high):.3g})")
+        _note(notes, resolved.ok & below, f"{label} below the training range ({to_user(low):.4g}-{to_user(high):.4g})")
+        _note(notes, resolved.ok & above, f"{label} above the training range ({to_user(low):.4g}-{to_user(high):.4g})")
         pooled |= resolved.ok & (below | above)
     return notes, pooled
 

@@ -203,6 +203,13 @@ def test_lambda_v0_resnet50_and_ncf_fp16_tasks_train_a_half_precision_model(tmp_
     }  # fmt: skip
 
 
+def test_lambda_suite_versions_run_their_ngc_releases_year(tmp_path):
+    # v0: NGC PyTorch 20.01; v1: 22.09 and later; v2: 24.10 (the v2 runs' sys_pytorch.txt).
+    rows = [dict(lambda_row(v, "V100 16GB", 1, "", "resnet50", "amp_fp16", 256, 1000.0), suite_version=v) for v in ("v0", "v1", "v2")]
+    runs = by_system(import_lambda(write(tmp_path, LAMBDA_HEADER, rows, "versions.csv")).runs)
+    assert runs["software_year"].to_dict() == {"v0": 2020, "v1": 2022, "v2": 2024}
+
+
 def test_lambda_output_loads_once_the_models_are_catalogued(lambda_csv, tmp_path):
     runs, _ = import_lambda(lambda_csv)
     path = tmp_path / "runs.csv"
@@ -234,7 +241,7 @@ def test_mlperf_mapping_rules(mlperf_csv):
     assert eos["measured_step_time_s"] == pytest.approx(768 / 8000.0)
     assert eos["batch_size_per_gpu"] == 96
     assert (eos["repeats"], eos["spread_rel"], eos["collected_at"]) == (10, pytest.approx(0.01), "2023-11-08")
-    assert eos["software_stack"] == "tuned"
+    assert eos["software_stack"] == "tuned" and eos["software_year"] == 2023
 
     cluster = runs.loc["eos_n64_ngc23.04_pytorch"]
     assert (cluster["architecture"], cluster["nodes"], cluster["workers"], cluster["gpus_per_worker"]) == ("allreduce-cluster", 64, 64, 8)

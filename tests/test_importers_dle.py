@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from table_rows import reasons, write_rows
 
 from features.errors import SpecError
 from training.importers import import_dle, import_dle_history
-from training.importers.dle import lddl_binned
+from training.importers.dle import lddl_binned, software_years
 from training.runs import load_runs
 
 HEADER = (
@@ -271,6 +272,14 @@ def test_lddl_containers_load_binned_bert():
     containers = ["20.06-py3 NGC", "21.11-py3 NGC", "22.12-py3 NGC", "22.08-py3 NGC", "22.12-py3 NGC", "TensorFlow 21.11-py3"]
     assert list(lddl_binned(dirs, containers)) == [False, True, True, False, True, False]
     assert not lddl_binned(["PyTorch/LanguageModeling/BERT"], [None])[0]
+
+
+def test_software_year_is_the_containers_release_else_the_readme_that_first_printed_the_value():
+    containers = ["20.06-py3 NGC", "pytorch-22.10-py3", "PyTorch 21.03", "21.02-tf2-py3 NGC", "mxnet-19.12-py3", None, None, "TensorFlow 1.15"]
+    first_seen = [None, None, None, None, None, "2019-05-14", None, None]
+    years = software_years(containers, first_seen)
+    assert list(years[:6]) == [2020, 2022, 2021, 2021, 2019, 2019]
+    assert np.isnan(years[6]) and np.isnan(years[7])  # no release stated: the job field's default
 
 
 def test_real_bert_pretraining_rows_by_data_loader(shared_data):

@@ -62,6 +62,7 @@ def test_mapping_rules(dlperf_csv):
     assert (tf["architecture"], tf["framework"], tf["network"]) == ("allreduce-local", "tensorflow", None)
     assert tf["software_stack"] == "compiled" and mxnet["software_stack"] == "stock"
     assert tf["measured_step_time_s"] == pytest.approx(8 * 128 / 2560.0)
+    assert set(runs["software_year"]) == {2020}
 
 
 def test_real_table(shared_data):

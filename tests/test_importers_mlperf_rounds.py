@@ -75,6 +75,7 @@ def test_mapping_rules(rounds_csv):
     # "8x" before the accelerator's own name counts GPUs, not nodes.
     assert (runs.loc["8xA100_80GB-baseline", "gpus_per_worker"], runs.loc["8xA100_80GB-baseline", "batch_size_per_gpu"]) == (8, 256)
     assert v07["source"] == "mlcommons/training_results_v0.7" and v07["software_stack"] == "tuned"
+    assert (v07["software_year"], runs.loc["dgxa100_n2", "software_year"]) == (2020, 2022)  # the rounds' years
     ssd = runs.loc["new-ssd"]
     assert (ssd["gpu"], ssd["model"], ssd["intra_node_link"]) == ("A100-SXM4-80GB", "retinanet-fused-loss", "nvswitch-gen2")  # "(400W)" dropped
     mask = runs.loc["dgxa100_n2"]

@@ -68,6 +68,7 @@ def test_mapping_rules(tf_csv):
     nccl = runs.loc["resnet152"]
     assert (nccl["architecture"], nccl["gpus_per_worker"], nccl["measured_step_time_s"]) == ("allreduce-local", 8, pytest.approx(8 * 64 / 800.0))
     assert set(runs["source"]) == {"tensorflow/tensorflow"}
+    assert set(runs["software_year"]) == {2017}  # the pages' test dates, May and April 2017
 
 
 def test_real_table(shared_data):

@@ -1,4 +1,4 @@
-"""The shipped model keeps the physics' signs: five invariants over generated jobs and what-ifs.
+"""The shipped model keeps the physics' signs: six invariants over generated jobs and what-ifs.
 
 1. More bandwidth (network, intra-node, host link) never predicts a slower step, nor does a
    what-if onto a network with as much bandwidth and no more latency.
@@ -7,6 +7,7 @@
 4. More memory bandwidth never predicts a slower step.
 5. The identity what-if, and a what-if that changes no component the job
    uses, give exactly 1.0x.
+6. A newer software release of the same job never predicts a slower step.
 
 1-4 perturb the resolved hardware figures of a batch of generated jobs and
 compare the learned step times (analytical baseline x residual) row by row;
@@ -213,3 +214,13 @@ def test_a_change_to_an_unused_component_is_exactly_one(predictor, row, other, n
     except SpecError:  # a link this GPU cannot take is refused, not predicted
         return
     assert unused_link.speedup == 1.0
+
+
+@given(rows=st.lists(job_rows, min_size=1, max_size=12), older=st.integers(2017, 2025), years=st.integers(1, 9))
+def test_a_newer_software_release_is_never_predicted_slower(shipped, rows, older, years):
+    """6. The same job on a newer release of its framework (``software_year``) is never predicted slower:
+    the residual is monotone in the year, the physics does not read it."""
+    before = _resolved([{**row, "software_year": older} for row in rows])
+    after = _resolved([{**row, "software_year": older + years} for row in rows])
+    assert np.array_equal(before.ok, after.ok)
+    assert np.all(_learned_log_step(shipped, after) <= _learned_log_step(shipped, before))

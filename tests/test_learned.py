@@ -203,7 +203,9 @@ def test_predictor_uses_the_model_and_flags_unseen_gpus(trained):
     result, _ = trained
     p = Predictor(model=result.path)
     job = {
-        "workload": {"model": "testbed-resnet", "batch_size_per_gpu": 32},
+        # The testbed's runs are this year's torch builds: a job on them states it (the default, 2024, is
+        # older than anything this model saw).
+        "workload": {"model": "testbed-resnet", "batch_size_per_gpu": 32, "software_year": 2026},
         "parallelism": {"architecture": "ps-worker", "workers": 2, "parameter_servers": 1},
         "cluster": {"gpu": "cpu-host", "network": "emulated-250m", "gpus_per_node": 1},
     }
@@ -211,6 +213,10 @@ def test_predictor_uses_the_model_and_flags_unseen_gpus(trained):
     assert prediction.method == "learned"
     assert prediction.lower_s <= prediction.step_time_s <= prediction.upper_s
     assert not prediction.warnings
+    default_year = p.time({**job, "workload": {"model": "testbed-resnet", "batch_size_per_gpu": 32}})
+    assert default_year.warnings == (
+        "outside the training data: software release year below the training range (2026-2026); the interval is the pooled one",
+    )
     moved = p.speedup(job, ["network=emulated-1g"])
     assert moved.speedup_lower <= moved.speedup <= moved.speedup_upper
     assert 0.0 <= moved.p_speedup_gt_1 <= 1.0

@@ -270,6 +270,7 @@ def test_rows_have_exactly_the_run_table_columns(tmp_path):
     context = RunContext(host="h", system="s", software="torch", collected_at="2026-01-01")
     row = run_row(config, Measurement(0.2, 0.05, 7, 0.01, 0.19), context)
     assert tuple(row) == RUN_COLUMNS
+    assert row["software_year"] == 2026  # the collection's year: its torch build is that year's at the latest
     assert (row["source"], row["source_id"], row["network"], row["gpu"]) == (
         "testbed", config.run_id, "emulated-250m", "cpu-host"
     )

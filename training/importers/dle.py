@@ -78,7 +78,10 @@ containers, DGX-1 (V100 SXM2), DGX-2/2H (V100 SXM3) and DGX A100 systems.
   tensorflow, MxNet -> mxnet, PaddlePaddle -> paddle; software_stack stock
   (the public DeepLearningExamples code in NGC containers, the code Lambda's
   benchmark runs too), compiled where the table says XLA; ``software`` holds the framework directory, the
-  container and the XLA flag. ``collected_at``: empty for the snapshot (the
+  container and the XLA flag. ``software_year``: the container's NGC release
+  (20.06 -> 2020); without one, the year the value first appeared in a README
+  (the history), else the field's default (2024, the snapshot's year).
+  ``collected_at``: empty for the snapshot (the
   README gives no measurement date), the date the value first appeared for
   the history.
 * mixed_precision: half for the PyTorch examples whose FP16 ("amp") runs hold
@@ -262,6 +265,23 @@ def lddl_binned(model_dir, container) -> np.ndarray:
     return np.array(out, bool)
 
 
+#: An NGC release as the tables write it: "20.06-py3", "pytorch-22.10-py3", "PyTorch 21.03", "21.02-tf2-py3 NGC".
+_NGC_RELEASE = re.compile(r"(?<!\d)(\d{2})\.(0[1-9]|1[0-2])(?!\d)")
+
+
+def software_years(container, first_seen) -> np.ndarray:
+    """Each row's software release year: its NGC container's (20.06 -> 2020), else the year the value
+    first appeared in a README (the history; the measurement is no later), else NaN (the job field's default)."""
+    years = []
+    for text, seen in zip(container, first_seen):
+        release = _NGC_RELEASE.search("" if pd.isna(text) else str(text))
+        if release:
+            years.append(2000.0 + int(release.group(1)))
+        else:
+            years.append(float(str(seen)[:4]) if isinstance(seen, str) and str(seen)[:4].isdigit() else np.nan)
+    return np.array(years, float)
+
+
 def _import(path, hardware, workloads, source: str, history: bool) -> ImportResult:
     hardware, workloads = catalogues(hardware, workloads)
     columns = DLE_COLUMNS + (("first_seen_date",) if history else ())
@@ -340,6 +360,7 @@ def _import(path, hardware, workloads, source: str, history: bool) -> ImportResu
         "precision": precision,
         "framework": framework,
         "software_stack": np.where(xla, "compiled", "stock").astype(object),
+        "software_year": software_years(src["container"].to_numpy(object), src["first_seen_date"].to_numpy(object) if history else np.full(n, None, object)),
         "mixed_precision": np.where(np.isin(model_dir, list(DLE_HALF_EXAMPLES)), "half", "autocast").astype(object),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),

@@ -11,6 +11,7 @@ whole cluster; 1 to 32 GPUs.
   pytorch, NGC TensorFlow 1.x and TensorFlow 2.x -> tensorflow,
   PaddlePaddle -> paddle, OneFlow and MindSpore -> other (the name stays in
   ``software``, with "W/O clip", DALI and XLA where the table says so).
+  software_year 2020 (:data:`DLPERF_SOFTWARE_YEAR`);
   software_stack stock (released framework builds and the public
   DeepLearningExamples code), compiled where the table says XLA.
 * Precision: fp32 (V100 has no TF32), amp -> fp16; a row without one is
@@ -63,6 +64,9 @@ DLPERF_HALF_FILES = frozenset({
 DLPERF_NGC_MXNET_RN50 = "NVIDIADeepLearningExamples/MxNet/Classification/RN50v1.5/README.md"
 #: The cluster's network, as the suite's report states it: 100 Gb/s EDR InfiniBand, one adapter per node.
 DLPERF_NETWORK = "infiniband-edr"
+#: The suite's releases, as a year: its Test Report v1.0 and per-framework reports date from 2020 (reports of
+#: August 2020; TensorFlow models r2.3.0, PaddlePaddle release 1.8, the README's pinned sources).
+DLPERF_SOFTWARE_YEAR = 2020.0
 
 
 def dlperf_framework(name: object) -> str | None:
@@ -125,6 +129,7 @@ def import_dlperf(path: str | Path, *, hardware: HardwareCatalog | None = None, 
         "precision": precision,
         "framework": framework,
         "software_stack": np.where(xla, "compiled", "stock").astype(object),
+        "software_year": np.full(n, DLPERF_SOFTWARE_YEAR, float),
         "mixed_precision": dlperf_mixed_precision(src["source"], src["section_heading"]),
         "architecture": np.select([multi_node, total > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),

@@ -50,6 +50,8 @@
   R-CNN apex O1; v0's SSD ``--amp`` is left autocast (which container's SSD
   ran which AMP is not established). Set on every precision of those
   models (it changes nothing at FP32 and TF32).
+* software_year the suite version's NGC release (:data:`LAMBDA_SOFTWARE_YEARS`):
+  v0 2020, v1 2022, v2 2024.
 * framework pytorch, software_stack stock; collected_at empty (the source
   gives suite versions v0-v2, not dates); rows flagged ``suspect`` excluded.
 * A multi-GPU row whose step is shorter than the one-GPU step of the same
@@ -80,6 +82,10 @@ from training.runs import faster_than_one_gpu
 
 LAMBDA_SOURCE = "lambdal/deeplearning-benchmark"
 
+#: The NGC PyTorch release each suite version ran, as a year: v0 the 20.01 container (the compile scripts:
+#: "version: 0 for pytorch:20.01-py3"), v1 22.09 (the README's "latest tested", "1 for pytorch:22.09-py3
+#: and later"), v2 24.10 (the v2 runs' sys_pytorch.txt: PyTorch 2.5.0a0 nv24.10).
+LAMBDA_SOFTWARE_YEARS = {"v0": 2020, "v1": 2022, "v2": 2024}
 #: Models whose scripts in the suite train at FP16 as a half-precision model with FP32 master weights (apex O2).
 LAMBDA_HALF_MODELS = frozenset({"bert-base-squad", "bert-large-squad", "gnmt", "transformer-xl-base-full-softmax", "transformer-xl-large-256-full-softmax"})
 #: Models whose suite-v0 FP16 task trains a half-precision model (ResNet-50 --fp16, NCF --opt_level O2).
@@ -160,6 +166,7 @@ def import_lambda(
         "precision": precision,
         "framework": np.full(n, "pytorch", object),
         "software_stack": np.full(n, "stock", object),
+        "software_year": np.array([LAMBDA_SOFTWARE_YEARS.get(v, np.nan) for v in src["suite_version"].to_numpy(object)], float),
         "mixed_precision": np.where(
             np.isin(model, list(LAMBDA_HALF_MODELS)) | ((src["suite_version"].to_numpy(object) == "v0") & np.isin(model, list(LAMBDA_V0_HALF_MODELS))),
             "half", "autocast",

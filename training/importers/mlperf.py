@@ -49,6 +49,7 @@ and ``mlperf_training_v0.7-v3.0.csv`` (:func:`import_mlperf_rounds`).
 * Step time ``global_batch_size / train_throughput_samples_per_s``;
   ``repeats`` = n_runs_with_throughput, ``spread_rel`` =
   throughput_rel_spread, ``collected_at`` the round's publication date,
+  ``software_year`` its year (submissions name that year's NGC releases),
   ``software`` the framework text, software_stack tuned.
 * Parallelism: 1 node -> single or allreduce-local; n_nodes > 1 ->
   allreduce-cluster, workers = nodes = n_nodes, gpus_per_worker =
@@ -251,6 +252,8 @@ def _import(path, hardware, workloads, source: str | None, earlier_rounds: bool)
         "precision": precision,
         "framework": framework,
         "software_stack": np.full(n, "tuned", object),
+        # Submissions run the NGC release of the months before the round (v0.7: 20.06, v3.1: 23.09).
+        "software_year": np.array([float(str(d)[:4]) for d in dates], float),
         "architecture": np.select([multi_node, per_node > 1], ["allreduce-cluster", "allreduce-local"], "single").astype(object),
         "workers": np.where(multi_node, nodes, 1.0),
         "gpus_per_worker": per_node,

@@ -31,7 +31,8 @@ Each row's ``source`` is its repository (``tensorflow/tensorflow``,
 * Duplicates: a value the April 2017 page shares with the May 2017 page
   (``identical_in_other_version``) is excluded in its April copy.
 * Step time ``total_gpus x batch_size_per_gpu / throughput`` (images/s, all
-  GPUs). framework tensorflow, software_stack stock, precision as stated
+  GPUs). software_year the year of the test date (2017; tensorpack's V100
+  rows 2019). framework tensorflow, software_stack stock, precision as stated
   (fp32 but for 3 fp16 rows); ``software`` holds the stated versions, the
   variable update and synthetic or real data.
 """
@@ -119,6 +120,7 @@ def import_tf_benchmarks(path: str | Path, *, hardware: HardwareCatalog | None =
         "precision": src["precision"].to_numpy(object),
         "framework": np.full(n, "tensorflow", object),
         "software_stack": np.full(n, "stock", object),
+        "software_year": _test_years(src["test_date"]),
         "architecture": architecture,
         "workers": np.where(distributed, nodes, 1.0),
         "gpus_per_worker": per_node,
@@ -135,3 +137,8 @@ def import_tf_benchmarks(path: str | Path, *, hardware: HardwareCatalog | None =
         "software": software,
     }
     return rows.result(runs, source_id, hardware, workloads)
+
+
+def _test_years(test_date: pd.Series) -> np.ndarray:
+    """The year of each row's test date ("May 2017", "not stated (April 2017 page)"): the TensorFlow build measured."""
+    return test_date.fillna("").str.extract(r"(\d{4})", expand=False).astype(float).to_numpy()

@@ -12,7 +12,7 @@ from training.testbed.plan import RunConfig
 
 #: Columns of the run table, in order: job fields, then measurement and provenance.
 RUN_COLUMNS = (
-    "name", "model", "batch_size_per_gpu", "precision", "framework",
+    "name", "model", "batch_size_per_gpu", "precision", "framework", "software_year",
     "flops_per_sample", "param_count", "gradient_bytes", "memory_bytes_per_sample", "input_bytes_per_sample",
     "architecture", "workers", "gpus_per_worker", "parameter_servers",
     "nodes", "gpu", "gpus_per_node", "intra_node_link", "network", "nics_per_node",
@@ -44,6 +44,8 @@ def run_row(config: RunConfig, measurement: Measurement, context: RunContext) ->
         batch_size_per_gpu=config.batch_size,
         precision="fp32",
         framework="pytorch",
+        # The torch build a collection runs is its own year's release at the latest.
+        software_year=int(context.collected_at[:4]),
         network=config.network,
         measured_step_time_s=measurement.step_time_s,
         source=SOURCE,
