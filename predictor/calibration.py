@@ -145,7 +145,7 @@ def run_bin_keys(runs) -> list[tuple[str, ...]]:
 
 
 #: Kinds of what-if a speedup is calibrated for, as changed job fields.
-PAIR_KINDS = ("architecture", "network", "gpus", "intra_node_link", "gpu", "precision", "batch_size_per_gpu")
+PAIR_KINDS = ("architecture", "network", "gpus", "intra_node_link", "gpu", "precision", "batch_size_per_gpu", "software_year")
 IDENTITY = "identity"
 MIXED = "mixed"
 
@@ -189,6 +189,8 @@ def pair_kind(base: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> np.
     n = len(base["architecture"])
 
     def differs(column: str) -> np.ndarray:
+        if column not in base and column not in target:  # a table from before the field: unchanged
+            return np.zeros(n, bool)
         a, b = np.asarray(base[column]), np.asarray(target[column])
         if a is b:  # a column the what-if left alone (job tables share unchanged columns)
             return np.zeros(n, bool)

@@ -397,6 +397,27 @@ def test_a_pair_holds_the_implementation_fixed():
     assert pairs[["a", "b", "kind"]].values.tolist() == [[0, 1, "gpus"]]
 
 
+def test_a_later_release_of_the_same_job_pairs_across_the_sources_software_text():
+    """Lambda's suite versions name their release in ``software``: a software_year pair frees it, no other kind does."""
+    from training.pairs import make_pairs
+
+    row = {"source": "lambdal/deeplearning-benchmark", "model": "resnet50", "batch_size_per_gpu": 256, "precision": "fp16",
+           "framework": "pytorch", "software_stack": "stock", "gpu": "V100-SXM2-16GB", "architecture": "single",
+           "workers": 1, "gpus_per_worker": 1, "gpus_per_node": 1}  # fmt: skip
+    runs = pd.DataFrame([
+        {**row, "software_year": 2020, "software": "suite v0"},
+        {**row, "software_year": 2022, "software": "suite v1"},
+        {**row, "software_year": 2022, "software": "suite v1", "precision": "fp32"},
+        {**row, "software_year": 2022, "software": "suite v1", "batch_size_per_gpu": 128},
+        # The first suite held ResNet-50 whole at FP16: another job than the later suites' autocast, no pair.
+        {**row, "software_year": 2020, "software": "suite v0", "mixed_precision": "half"},
+    ]).assign(mixed_precision=lambda f: f["mixed_precision"].fillna("autocast"))  # fmt: skip
+    pairs = make_pairs(runs, np.ones(5))
+    assert sorted(pairs[["a", "b", "kind"]].values.tolist()) == [
+        [0, 1, "software_year"], [1, 2, "precision"], [1, 3, "batch_size_per_gpu"], [2, 3, "precision"],
+    ]  # fmt: skip
+
+
 def test_gpu_generation_is_the_catalogue_architecture(lambda_dataset):
     from training.report import gpu_generations
 

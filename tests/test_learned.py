@@ -233,6 +233,7 @@ def test_a_what_if_outside_the_measured_kinds_is_no_identity():
             "total_gpus": np.ones(3), "software_stack": np.array(["stock"] * 3, object)}
     base.update({k: np.array(["x"] * 3, object) for k in ("intra_node_link", "gpu", "precision")})
     base["batch_size_per_gpu"] = np.full(3, 32.0)
+    base["software_year"] = np.full(3, 2020.0)
     target = dict(base)
     target["software_stack"] = np.array(["stock", "compiled", "compiled"], object)
     target["network"] = np.array(["ethernet-25g", "ethernet-25g", "ethernet-100g"], object)
@@ -240,6 +241,9 @@ def test_a_what_if_outside_the_measured_kinds_is_no_identity():
     assert list(pair_kind(base, target)) == [IDENTITY, MIXED, "network"]
     target["software_stack"] = base["software_stack"]
     assert list(pair_kind(base, target)) == [IDENTITY, IDENTITY, "network"]
+    # A later release alone is a kind of its own, measured on Lambda's suite versions.
+    target["software_year"] = np.array([2020.0, 2022.0, 2022.0])
+    assert list(pair_kind(base, target)) == [IDENTITY, "software_year", MIXED]
 
 
 def test_a_software_stack_what_if_gets_an_interval_around_its_speedup():

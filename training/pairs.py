@@ -3,8 +3,11 @@
 Two runs form a pair of a kind when they agree on every job field except the
 ones that kind changes: the network tier, the architecture (PS/Worker against
 AllReduce, on the same workers), the number of GPUs (n against 2n), the
-intra-node link (PCIe against NVLink), the GPU type, the precision or the
-batch size. They must also share the source's ``software`` (the stated
+intra-node link (PCIe against NVLink), the GPU type, the precision, the
+batch size or the software release (the same job on a later NGC container: the
+physics does not read it, so its speedup is 1 and only the correction moves
+it). Every other job field stays, the way reduced precision is applied and the
+passes per step included. They must also share the source's ``software`` (the stated
 implementation, container, suite version or XLA flag): DLPerf measures one
 framework in several implementations ("PyTorch" and NGC's "PyTorch
 (DeepLearningExamples)"), up to 2.5x apart at the same configuration, and
@@ -23,7 +26,8 @@ from training.dataset import text_keys
 SHARED = (
     "source", "model", "batch_size_per_gpu", "precision", "framework", "software_stack", "architecture",
     "workers", "gpus_per_worker", "parameter_servers", "nodes", "gpu", "gpus_per_node",
-    "intra_node_link", "network", "nics_per_node", "total_gpus", "software",
+    "intra_node_link", "network", "nics_per_node", "total_gpus", "software", "software_year",
+    "mixed_precision", "gradient_accumulation_steps",
 )
 
 #: Per kind: (the field that must differ, the fields allowed to differ with it).
@@ -35,6 +39,8 @@ KINDS = {
     "gpu": ("gpu", ("intra_node_link", "batch_size_per_gpu")),
     "precision": ("precision", ("batch_size_per_gpu",)),
     "batch_size_per_gpu": ("batch_size_per_gpu", ()),
+    # The same job on a later release: the source's ``software`` text names the release, so it moves too.
+    "software_year": ("software_year", ("software",)),
 }
 
 MAX_PAIRS_PER_KIND = 3000

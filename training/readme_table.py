@@ -24,6 +24,7 @@ PAIR_NAMES = {
     "precision": "fp32 to fp16 (Lambda)",
     "gpus": "n to 2n GPUs (Lambda)",
     "intra_node_link": "PCIe to NVLink (Lambda)",
+    "software_year": "one software release to a later one (Lambda)",
     "gpu": "GPU swap within a held-out generation",
     "gpus (DLPerf, DLE)": "n to 2n GPUs, one node (DLPerf, DLE, framework held out)",
     "gpus, multi-node (DLPerf, DLE)": "n to 2n GPUs across nodes (DLPerf, DLE, framework held out)",

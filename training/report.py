@@ -99,7 +99,7 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         note("leave one GPU type out (Lambda)")
         # A GPU type's MLPerf runs leave training with its Lambda runs.
         result = held_out(ds, "lambda-gpu", gpu, is_lambda, params, rounds, confidence_level,
-                          exclude=gpu, pair_kinds=("gpus", "intra_node_link", "precision"))
+                          exclude=gpu, pair_kinds=("gpus", "intra_node_link", "precision", "software_year"))
         results["lambda-gpu"] = result
         summarise("Lambda, leave one GPU type out", result, gpu)
         steps["Lambda, leave one GPU type out, by architecture"] = step_summary(ds, result, runs["architecture"].to_numpy(object))
