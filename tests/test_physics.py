@@ -588,6 +588,32 @@ def test_held_out_group_takes_no_part_in_the_fit():
     assert np.isnan(ape[groups == "H100"]).all()
 
 
+def test_mlperf_held_out_across_rounds_scores_every_round_by_benchmark():
+    """The physics report holds each MLPerf benchmark out of v3.1 alone and out of every round."""
+    import pandas as pd
+
+    from training.physics_fit import PhysicsProblem, held_out_protocols
+
+    jobs, rows = [], []
+    for source, model in (("mlcommons/training_results_v3.1", "resnet50"), ("mlcommons/training_results_v3.1", "bert-large"),
+                          ("mlcommons/training_results_v2.0", "resnet50"), ("mlcommons/training_results_v2.0", "bert-large")):
+        for batch in (16, 64):
+            job = _job()
+            job["workload"]["batch_size_per_gpu"] = batch
+            jobs.append(job)
+            rows.append({"source": source, "model": model, "gpu": "A100-SXM4-80GB"})
+    runs = pd.DataFrame(rows)
+    resolved = _resolved(jobs)
+    problem = PhysicsProblem(resolved, np.ones(len(jobs)))
+    ones = np.ones(len(jobs))
+    protocols = {p.name: p for p in held_out_protocols(problem, runs, ones, ones)}
+    assert set(protocols) == {"MLPerf v3.1 leave-one-benchmark-out", "MLPerf (all rounds) leave-one-benchmark-out"}
+    assert sorted(protocols["MLPerf v3.1 leave-one-benchmark-out"].groups) == ["bert-large"] * 2 + ["resnet50"] * 2
+    every_round = protocols["MLPerf (all rounds) leave-one-benchmark-out"]
+    assert sorted(every_round.groups) == ["bert-large"] * 4 + ["resnet50"] * 4
+    assert all(np.isfinite(ape).all() for ape in every_round.ape.values())
+
+
 def test_a_faster_peak_never_moves_an_fp32_job_onto_tensor_core_efficiency():
     """An FP32 job's peak is its FP32 peak; raising it 0.01% must speed the matrix term by 0.01%, not switch its efficiency."""
     job = _job()

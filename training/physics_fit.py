@@ -28,6 +28,7 @@ from features.mechanisms import PHYSICS_CONSTANTS, PhysicsConstants, physics_con
 from features.resolve import ResolvedJobs
 from training.cv import sample_weights
 from training.dataset import cv_groups, network_of
+from training.importers import is_mlperf
 
 #: Start of every fit: attainable fractions near what large training kernels reach.
 INITIAL = PhysicsConstants(
@@ -248,7 +249,7 @@ def naive_scaled_additive_ape(problem: PhysicsProblem, additive_s: np.ndarray, t
 
 
 def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, overlapped_s: np.ndarray) -> list[HeldOutResult]:
-    """Lambda leave-one-GPU-type-out and MLPerf leave-one-benchmark-out for the roofline physics.
+    """Lambda leave-one-GPU-type-out and MLPerf leave-one-benchmark-out (v3.1, and every round) for the roofline physics.
 
     The constants are fitted on the GPU runs (:func:`fit_rows`) outside the
     held-out group: every run of the held-out GPU type (whatever its source),
@@ -257,10 +258,12 @@ def held_out_protocols(problem: PhysicsProblem, runs, additive_s: np.ndarray, ov
     """
     source = runs["source"].to_numpy()
     gpu_rows = fit_rows(runs)
+    benchmarks = network_of(runs["model"].to_numpy(object))
     protocols = []
     for name, scored, groups in (
         ("Lambda leave-one-GPU-type-out", source == LAMBDA_SOURCE, runs["gpu"].to_numpy(object)),
-        ("MLPerf v3.1 leave-one-benchmark-out", source == MLPERF_SOURCE, network_of(runs["model"].to_numpy(object))),
+        ("MLPerf v3.1 leave-one-benchmark-out", source == MLPERF_SOURCE, benchmarks),
+        ("MLPerf (all rounds) leave-one-benchmark-out", is_mlperf(source), benchmarks),
     ):
         if not scored.any():
             continue
