@@ -121,9 +121,14 @@ def _present(codes: np.ndarray, names: np.ndarray) -> set:
     return {n for n in present if n is not None and not n.endswith(" x None") and not n.startswith("None x ")}
 
 
-def seen_domain(resolved: ResolvedJobs) -> dict[str, list]:
-    """What training runs cover, for the artefact's metadata: frameworks, software stacks, model families, combinations."""
+def seen_domain(resolved: ResolvedJobs, rows: np.ndarray | None = None) -> dict[str, list]:
+    """What training runs cover, for the artefact's metadata: frameworks, software stacks, model families, combinations.
+
+    ``rows`` (a boolean mask) keeps the runs that count; all of them where not given.
+    """
     facts = fact_codes(resolved)
+    if rows is not None:
+        facts = {name: (np.where(rows, codes, -1), names) for name, (codes, names) in facts.items()}
     return {
         "frameworks": sorted(str(v) for v in _present(*facts["framework"])),
         "software_stacks": sorted(str(v) for v in _present(*facts["software stack"])),

@@ -493,3 +493,52 @@ def test_a_model_that_loses_inside_a_group_that_keeps_the_rule_is_listed(tmp_pat
         "protocol": "synthetic", "group": "G1", "within": "model tacotron2", "n": 10,
         "physics_mape": pytest.approx(10.0), "residual_mape": pytest.approx(35.0), "points_of_protocol_lost": 6.944,
     }]  # fmt: skip
+
+
+def test_runs_outside_their_folds_training_data_are_marked_as_the_runtime_would(testbed_dataset):
+    """A fold that holds every PS/Worker run out leaves them outside (their architecture unseen); a run
+    whose configuration is measured twice, held out alone, is inside (its twin trained); no fold, inside."""
+    from training.dataset import joined_keys
+    from training.train import outside_fold_domains, training_domain
+
+    ds = testbed_dataset
+    ps = np.flatnonzero((ds.runs["architecture"] == "ps-worker").to_numpy())
+    config = joined_keys(ds.runs, ["model", "batch_size_per_gpu", "architecture", "workers", "parameter_servers", "network"])
+    twin = int(np.flatnonzero(pd.Series(config).duplicated().to_numpy() & (ds.runs["architecture"] != "ps-worker").to_numpy())[0])
+    everything = np.arange(len(ds))
+    folds = [(np.setdiff1d(everything, ps), ps), (np.setdiff1d(everything, [twin]), np.array([twin]))]
+    outside = outside_fold_domains(ds, folds)
+    assert outside[ps].all()
+    assert not outside[twin]
+    assert outside.sum() == len(ps)
+    # The domain of a row mask is the domain of those rows rebuilt as a dataset.
+    rows = np.zeros(len(ds), bool)
+    rows[ps] = True
+    assert training_domain(ds, rows) == training_domain(ds.subset(rows))
+
+
+def test_runs_outside_their_folds_data_calibrate_the_pooled_bin_alone(testbed_dataset, monkeypatch):
+    """The bins that jobs inside the training data read hold only the residuals of runs that were inside
+    their fold's data; the pooled bin, read by jobs outside, holds every run's."""
+    import training.train as train_module
+    from predictor.calibration import POOLED, run_bin_keys
+
+    ds = testbed_dataset
+    captured = {}
+    real_calibrate = train_module.ResidualRegressor.calibrate
+
+    def calibrate(self, residuals, keys, **kwargs):
+        captured["keys"] = keys
+        return real_calibrate(self, residuals, keys, **kwargs)
+
+    monkeypatch.setattr(train_module.ResidualRegressor, "calibrate", calibrate)
+    model, _, _, folds = train_module.fit_calibrated(ds, {"max_depth": 3, "eta": 0.2}, 20)
+    outside = train_module.outside_fold_domains(ds, folds)
+    assert 0 < outside.sum() < len(ds)
+    full = run_bin_keys(ds.runs)
+    assert captured["keys"] == [(POOLED,) if out else chain for chain, out in zip(full, outside)]
+    counts = model.calibration_.counts
+    assert counts[POOLED] == len(ds)
+    for name, n in counts.items():
+        if name != POOLED:
+            assert n == sum(name in chain for chain, out in zip(full, outside) if not out)

@@ -71,15 +71,21 @@ Feature ranges seen:
 
 ## Where it is not
 - Jobs outside these ranges, or on a GPU type it has not seen, are flagged in the output
-  (`extrapolation`); their intervals use the pooled out-of-group residuals and should be read
-  as rough. Outside the frameworks, model families and combinations above, each unseen fact
-  also shrinks the learned correction toward the physics to the share estimated for that
-  fact by holding its values out in turn (`training/shrink.py`; 50% where there was only one
-  value to learn from), and the interval widens to hold the unfaded one (`predictor/domain.py`):
+  (`extrapolation`). A GPU type it has not seen keeps its bin (the calibration folds hold whole
+  GPU types out); every other reason sends the interval to the pooled bin, which holds the
+  out-of-fold residuals of every run, while the other bins hold only those of runs that lay
+  inside their cross-fitting fold's training data.
+  Outside the frameworks, model families and combinations above, each unseen fact also
+  shrinks the learned correction toward the physics to the share estimated for that fact by
+  holding its values out in turn (`training/shrink.py`; none of it, the physics alone, where
+  there was only one value to learn from), and the interval widens to hold the unfaded one
+  (`predictor/domain.py`):
 {shrink}
-- Public GPU runs are single-node PyTorch (Lambda) or heavily tuned multi-node submissions
-  (MLPerf): PS/Worker and Ethernet-tier effects are learned from the CPU testbed only, at
-  scaled-down bandwidths (emulated links), not from GPU clusters.
-- Frameworks other than PyTorch (TensorFlow, MXNet in MLPerf) are few; their residuals are
-  less certain.
+- Public GPU runs are single-node stock PyTorch (Lambda), NVIDIA's DeepLearningExamples and
+  DLPerf (several frameworks, V100 and A100, up to multi-node) and vendor-tuned MLPerf
+  submissions. PS/Worker on GPUs is only TensorFlow's 2017 K80 runs over 10 GbE; the other
+  PS/Worker and Ethernet-tier effects are learned from the CPU testbed, at scaled-down
+  bandwidths (emulated links), not from GPU clusters.
+- Frameworks other than PyTorch (TensorFlow, MXNet, PaddlePaddle) are a quarter of the runs;
+  their residuals are less certain.
 """

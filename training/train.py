@@ -6,7 +6,8 @@
 3. Cross-fit with the chosen settings, grouped by hardware: every run gets an
    out-of-fold prediction from a model that never saw its group (GPU type,
    MLPerf benchmark or testbed topology). Their residuals calibrate the step-time intervals,
-   Mondrian by architecture and network tier; the residuals of pairs of runs
+   Mondrian by architecture and network tier (runs outside their fold's training data
+   in the pooled bin only); the residuals of pairs of runs
    calibrate the log speedup, Mondrian by kind of what-if (CV+ style).
 4. Fit the final model on every run and save the artefact.
 5. Log the run to MLflow (parameters, per-fold and per-group metrics, feature
@@ -28,8 +29,9 @@ import pandas as pd
 from features.build import range_columns
 from features.mechanisms import physics_constants
 from predictor.artefact import save_artefact
-from predictor.calibration import pair_bin_keys, pair_share, run_bin_keys
-from predictor.domain import seen_domain
+from predictor.calibration import POOLED, pair_bin_keys, pair_share, run_bin_keys
+from predictor.domain import seen_domain, unseen_facts
+from predictor.learned import domain_notes
 from training.cv import ape, group_folds, out_of_fold, sample_weights
 from training.dataset import DEFAULT_BASELINE, Dataset, build_dataset, fingerprint, text_keys
 from training.model import ResidualRegressor
@@ -75,6 +77,9 @@ def fit_calibrated(
 ) -> tuple[ResidualRegressor, np.ndarray, pd.DataFrame, list[tuple[np.ndarray, np.ndarray]]]:
     """Cross-fit for calibration, then fit on everything; returns the model, OOF log step times, pairs and folds.
 
+    A run outside its fold's training data (:func:`outside_fold_domains`) calibrates the pooled bin
+    alone, the bin a job outside the model's training data reads: the bins of jobs inside hold the
+    residuals of runs that were inside.
     The out-of-fold pairs also give each what-if kind the share of the correction's change it keeps
     (:func:`training.shrink.pair_shares`, ``model.pair_shares_``); the speedup calibration is of the
     log speedups so predicted.
@@ -82,7 +87,7 @@ def fit_calibrated(
     folds = group_folds(ds.group, N_SPLITS)
     oof_residual = out_of_fold(ds, folds, params, num_boost_round, seed=seed)
     oof_log_step = ds.log_analytical_s + oof_residual
-    step_keys = run_bin_keys(ds.runs)
+    step_keys = [(POOLED,) if outside else chain for chain, outside in zip(run_bin_keys(ds.runs), outside_fold_domains(ds, folds))]
     pairs = make_pairs(ds.runs, ds.resolved.total_gpus, seed=seed)
     kinds = pairs["kind"].to_numpy()
     physics_ratio = pair_log_ratios(pairs, ds.log_analytical_s)
@@ -103,20 +108,40 @@ def fit_calibrated(
     return model, oof_log_step, pairs, folds
 
 
-def training_domain(ds: Dataset) -> dict[str, Any]:
+def training_domain(ds: Dataset, rows: np.ndarray | None = None) -> dict[str, Any]:
     """What the model has seen: GPU types, architectures, models, feature ranges, and the
-    frameworks, model families and combinations of :func:`predictor.domain.seen_domain`."""
+    frameworks, model families and combinations of :func:`predictor.domain.seen_domain`;
+    of the runs of ``rows`` (a boolean mask) where given, else of all."""
+    runs = ds.runs if rows is None else ds.runs[rows]
+    take = slice(None) if rows is None else rows
     return {
-        **seen_domain(ds.resolved),
-        "gpus": sorted(set(text_keys(ds.runs["gpu"]))),
-        "architectures": sorted(set(text_keys(ds.runs["architecture"]))),
-        "models": sorted(set(text_keys(ds.runs["model"]))),
-        "networks": sorted(set(text_keys(ds.runs["network"])) - {""}),
+        **seen_domain(ds.resolved, rows),
+        "gpus": sorted(set(text_keys(runs["gpu"]))),
+        "architectures": sorted(set(text_keys(runs["architecture"]))),
+        "models": sorted(set(text_keys(runs["model"]))),
+        "networks": sorted(set(text_keys(runs["network"])) - {""}),
         "ranges": {
-            name: [float(np.nanmin(values)), float(np.nanmax(values))]
+            name: [float(np.nanmin(values[take])), float(np.nanmax(values[take]))]
             for name, values in range_columns(ds.resolved, ds.features).items()
         },
     }
+
+
+def outside_fold_domains(ds: Dataset, folds: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per run: whether it lay outside its cross-fitting fold's training data, as the shipped model
+    would say of a job outside its own: a note of :func:`predictor.learned.domain_notes` that sends
+    the interval to the pooled bin, or an unseen fact of :func:`predictor.domain.unseen_facts`.
+    A run no fold scores is inside.
+    """
+    outside = np.zeros(len(ds), bool)
+    for train, validation in folds:
+        rows = np.zeros(len(ds), bool)
+        rows[train] = True
+        domain = training_domain(ds, rows)
+        _, moved = domain_notes(domain, ds.resolved, ds.features)
+        _, unseen = unseen_facts(domain, ds.resolved)
+        outside[validation] = (moved | (unseen != None))[validation]  # noqa: E711
+    return outside
 
 
 def train(
