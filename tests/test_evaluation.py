@@ -542,3 +542,41 @@ def test_runs_outside_their_folds_data_calibrate_the_pooled_bin_alone(testbed_da
     for name, n in counts.items():
         if name != POOLED:
             assert n == sum(name in chain for chain, out in zip(full, outside) if not out)
+
+
+def test_best_offset_is_the_least_mape_offset():
+    """Hand-computed: log residuals 0, 0 and log 2 weigh 1, 1 and 1/2; the weighted median is 0, where the
+    MAPE is (0 + 0 + |1/2 - 1|) / 3 = 1/6; at log 2 it is (1 + 1 + 0) / 3. No offset on a fine grid does better."""
+    from training.refit import best_offset
+
+    r = np.array([0.0, 0.0, np.log(2.0)])
+    assert best_offset(r) == 0.0
+
+    def mape(offset, residuals):
+        return np.mean(np.abs(np.exp(offset - residuals) - 1))
+
+    assert mape(0.0, r) == pytest.approx(1 / 6) and mape(np.log(2.0), r) == pytest.approx(2 / 3)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        residuals = rng.normal(0.1, 0.4, rng.integers(1, 40))
+        grid = np.linspace(-2, 2, 4001)
+        assert mape(best_offset(residuals), residuals) <= min(mape(o, residuals) for o in grid) + 1e-12
+
+
+def test_a_refit_never_beats_the_best_offset_in_hindsight():
+    """Per held-out type and k, the refit's MAPE on the rest is at least the best offset's; a type whose
+    held-out runs share one log error exactly has a best-offset MAPE of 0."""
+    from types import SimpleNamespace
+
+    from training.report import few_shot_refit
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.array(["A", "B", "C"], object), 20)
+    error = np.where(groups == "A", 0.3, rng.normal(0.0, 0.2, len(groups)) + np.where(groups == "B", -0.2, 0.1))
+    ds = SimpleNamespace(log_measured_s=error.copy())
+    result = SimpleNamespace(scored=np.ones(len(groups), bool), log_residual_model_s=np.zeros(len(groups)))
+    frame = few_shot_refit(ds, result, groups, ks=(1, 3))
+    per_group = frame[~frame["group"].astype(str).str.startswith("all")]
+    assert len(per_group) == 6
+    assert (per_group["mape_refit"] >= per_group["mape_best_offset"] - 1e-12).all()
+    assert per_group[per_group["group"] == "A"]["mape_best_offset"].max() == pytest.approx(0.0, abs=1e-12)
