@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from training.evaluate import HeldOut, losses_within_groups, pair_summary, step_summary
 from training.report import Evaluation, evaluation_summary, no_harm_violations, write_report
@@ -88,6 +90,31 @@ def test_summary_figures_are_the_hand_computed_percentages():
     assert summary["speedups"]["network"]["coverage"] is None
     assert summary["speedups"]["network"]["mean_relative_width"] is None
     assert summary["speedups"]["network"]["residual_mape"] == pytest.approx(0.0)
+
+
+def test_speedup_coverage_per_held_out_group_counts_groups_of_enough_pairs():
+    """Three held-out groups: X with 40 gpus pairs of which 30 covered (75%: below), Y with 50 of which
+    45 covered (90%: within), Z with 10 pairs (too few to judge alone, but in the pooled figure). A covered
+    pair's interval is 50% of the prediction wide, a missed one 25%."""
+    from training.evaluate import pair_group_summary
+
+    def frame(group, n, covered):
+        inside = np.arange(n) < covered
+        return pd.DataFrame({
+            "group": group, "kind": "gpus", "measured_speedup": 2.0, "predicted_speedup": 2.0, "analytical_speedup": 2.0,
+            "lower": np.where(inside, 1.5, 2.5), "upper": np.where(inside, 2.5, 3.0),
+        })  # fmt: skip
+
+    frames = [frame("X", 40, 30), frame("Y", 50, 45), frame("Z", 10, 0)]
+    groups = pair_group_summary(frames)
+    assert groups[["group", "pairs"]].values.tolist() == [["X", 40], ["Y", 50]]
+    assert groups["coverage"].tolist() == pytest.approx([0.75, 0.9])
+    row = pair_summary(frames).iloc[0]
+    assert row["coverage"] == pytest.approx(75 / 100)
+    assert (row["groups"], row["groups_below"], row["groups_within"], row["groups_above"]) == (2, 1, 1, 0)
+    assert row["group_coverage_gap"] == pytest.approx((0.15 + 0.0) / 2)
+    summary = evaluation_summary(Evaluation({}, pair_summary(frames), pd.DataFrame(), 1.0, pair_groups=groups))
+    assert summary["speedup_groups"]["gpus"]["X"] == pytest.approx({"n": 40, "coverage": 75.0, "mean_relative_width": (30 * 50.0 + 10 * 25.0) / 40})
 
 
 def test_no_harm_lists_exactly_the_groups_that_break_it():
@@ -272,6 +299,96 @@ def test_mondrian_intervals_cover_nominal_in_each_bin_neither_more_nor_less():
         pooled_low, pooled_high = table.interval(y_hat, np.full(len(truth), POOLED, object), 0.9)
         pooled = np.mean((truth >= pooled_low) & (truth <= pooled_high))
         assert abs(pooled - 0.9) > 0.025, (name, pooled)  # the check would catch an unbinned table
+
+
+def test_equal_weights_give_crepes_tables():
+    """The weighted path with every weight equal is the unweighted conformal distribution, percentile for percentile."""
+    from predictor.calibration import POOLED
+    from training.calibration import fit_table
+
+    residuals = np.random.default_rng(2).normal(0.0, 0.2, 457)
+    keys = [(POOLED,)] * len(residuals)
+    plain, weighted = fit_table(residuals, keys), fit_table(residuals, keys, np.full(len(residuals), 3.0))
+    np.testing.assert_array_equal(plain.lower[POOLED], weighted.lower[POOLED])
+    np.testing.assert_array_equal(plain.upper[POOLED], weighted.upper[POOLED])
+
+
+def test_weighted_intervals_cover_the_population_the_weights_describe_two_sided():
+    """Residuals of a large narrow group and a small wide one, each group weighted to count alike: a new job
+    drawn from either group with equal chance is covered 90% +- 2.5 points; the unweighted table, sized
+    by the large group, covers it outside that band."""
+    from predictor.calibration import POOLED
+    from training.calibration import fit_table
+
+    rng = np.random.default_rng(3)
+    sizes, scales = (9000, 1000), (0.05, 0.4)
+    residuals = np.concatenate([rng.normal(0.0, s, n) for n, s in zip(sizes, scales)])
+    weights = np.concatenate([np.full(n, 1.0 / n) for n in sizes])
+    keys = [(POOLED,)] * len(residuals)
+    truth = np.concatenate([rng.normal(0.0, s, 20000) for s in scales])
+    bins = np.full(len(truth), POOLED, object)
+    for table, inside in ((fit_table(residuals, keys, weights), True), (fit_table(residuals, keys), False)):
+        low, high = table.interval(np.zeros(len(truth)), bins, 0.9)
+        coverage = np.mean((truth >= low) & (truth <= high))
+        assert (abs(coverage - 0.9) <= 0.025) == inside, coverage
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-3, 3), st.floats(0.01, 100)), min_size=1, max_size=60),
+    st.floats(0.1, 1000),
+)
+def test_weighted_percentiles_are_ordered_bounded_and_free_of_the_weights_scale(rows, scale):
+    from predictor.calibration import PERCENTILES
+    from training.calibration import weighted_conformal_percentiles
+
+    residuals, weights = (np.array(c, float) for c in zip(*rows))
+    low, high = weighted_conformal_percentiles(residuals, weights, PERCENTILES)
+    assert np.all(low <= high) and np.all(np.diff(low) >= 0) and np.all(np.diff(high) >= 0)
+    assert residuals.min() <= low.min() and high.max() <= residuals.max()
+    scaled = weighted_conformal_percentiles(residuals, weights * scale, PERCENTILES)
+    np.testing.assert_allclose(scaled, (low, high))
+
+
+@pytest.mark.parametrize("weights", [np.array([1.0, 0.0, 1.0]), np.array([1.0, np.nan, 1.0]), np.ones(2)])
+def test_calibration_weights_must_be_one_positive_finite_per_residual(weights):
+    from predictor.calibration import POOLED
+    from training.calibration import fit_table
+
+    with pytest.raises(ValueError, match="weights"):
+        fit_table(np.zeros(3), [(POOLED,)] * 3, weights)
+
+
+def test_pair_weights_count_each_pair_of_groups_as_the_square_root_of_its_pairs():
+    """Four pairs within one GPU type and one across two: raw weights 1/2 and 1, scaled to mean 1; a pair's
+    groups are unordered."""
+    from training.train import pair_weights
+
+    a = np.array(["H100", "H100", "H100", "H100", "V100"], object)
+    b = np.array(["H100", "H100", "H100", "H100", "A100"], object)
+    np.testing.assert_allclose(pair_weights(a, b), [5 / 6] * 4 + [5 / 3])
+    np.testing.assert_allclose(pair_weights(np.array(["V100", "A100"], object), np.array(["A100", "V100"], object)), [1.0, 1.0])
+
+
+def test_speedup_calibration_weighs_pairs_by_their_groups(testbed_dataset, monkeypatch):
+    """fit_calibrated hands the speedup table the pairs' group weights, and the step table none."""
+    import training.train as train_module
+
+    ds = testbed_dataset
+    captured = {}
+    real_fit_table = train_module.ResidualRegressor.calibrate.__globals__["fit_table"]
+
+    def fit_table(residuals, keys, weights=None):
+        captured.setdefault("weights", []).append(weights)
+        return real_fit_table(residuals, keys, weights)
+
+    monkeypatch.setitem(train_module.ResidualRegressor.calibrate.__globals__, "fit_table", fit_table)
+    _, _, pairs, _ = train_module.fit_calibrated(ds, {"max_depth": 3, "eta": 0.2}, 20)
+    step, speedup = captured["weights"]
+    assert step is None
+    a, b = ds.group[pairs["a"].to_numpy()], ds.group[pairs["b"].to_numpy()]
+    np.testing.assert_allclose(speedup, train_module.pair_weights(a, b))
+    assert len(np.unique(np.round(speedup, 12))) > 1  # the testbed's pairs come from groups of different sizes
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,12 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
                 "groups": {"A10": _stats(20, 12.0, 18.0, 9.0), "B200": _stats(56, 26.0, 27.0, 26.0)},
             }
         },
-        "speedups": {"intra_node_link": _stats(126, 5.3, None, 8.0, 99.2, 65.0)},
+        "speedups": {"intra_node_link": _stats(126, 5.3, None, 8.0, 99.2, 65.0), "precision": _stats(90, 14.0, None, 9.0, 85.0, 80.0)},
+        "speedup_groups": {"precision": {
+            "V100": {"n": 30, "coverage": 70.0, "mean_relative_width": 60.0},
+            "A100": {"n": 30, "coverage": 92.0, "mean_relative_width": 80.0},
+            "H100": {"n": 30, "coverage": 93.3, "mean_relative_width": 100.0},
+        }},
         "no_harm_violations": [{"protocol": "leave one GPU out", "group": "X", "n": 12, "residual_mape": 30.0, "physics_mape": 20.0}],
         "refits": {"MLPerf, k runs of each GPU type": {"3": {"mape_no_refit": 40.0, "mape_refit": 12.5}}},
         "losses_within_groups": [
@@ -38,7 +43,9 @@ def test_rows_name_every_protocol_and_the_groups_where_the_residual_loses():
     assert ("| leave one GPU out, by architecture | 1,200 | as above | | | | | residual vs physics by group: "
             "single 12.0% vs 21.0%; allreduce-local 17.0% vs 23.0% |") in text
     assert "| leave one GPU out | 1,200 | 22.5% | 31.2% | 15.0% | 90.0% | 50.0% | B200 26.0% vs 26.0% |" in text
-    assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% |" in text
+    assert "| PCIe to NVLink (Lambda) | 126 | 5.3% | 8.0% | 99.2% | 65.0% | none |" in text
+    # 92.0% is within 88-92%, 93.3% above.
+    assert "| fp32 to fp16 (Lambda) | 90 | 14.0% | 9.0% | 85.0% | 80.0% | 1 / 1 / 1 (lowest: V100 70.0%) |" in text
     assert "| MLPerf, k runs of each GPU type | 3 | 40.0% | 12.5% |" in text
     assert "breaks in 1 group: leave one GPU out: X (n=12, 30.0% against 20.0%)." in text
     assert ("Inside the groups, 2 cells (a model or GPU type inside a held-out group, n >= 10) lose more than 2 points; the costliest: "

@@ -239,20 +239,49 @@ def losses_within_groups(
     return cells.loc[worse].drop(columns=["lost", "kept"]).reset_index(drop=True)
 
 
+#: Held-out groups with at least this many pairs of a kind have their speedup coverage reported apiece.
+PAIR_GROUP_MIN_PAIRS = 30
+
+
+def _pair_coverage(part: pd.DataFrame) -> tuple[float, float]:
+    """Interval coverage and mean relative width of pairs; pairs without an interval count for neither."""
+    measured = part["measured_speedup"].to_numpy()
+    lower, upper = part["lower"].to_numpy(float), part["upper"].to_numpy(float)
+    has_interval = np.isfinite(lower) & np.isfinite(upper)
+    if not has_interval.any():
+        return float("nan"), float("nan")
+    covered = (measured >= lower) & (measured <= upper)
+    width = (upper - lower) / part["predicted_speedup"].to_numpy(float)
+    return float(covered[has_interval].mean()), float(width[has_interval].mean())
+
+
+def pair_group_summary(frames: list[pd.DataFrame], min_pairs: int = PAIR_GROUP_MIN_PAIRS) -> pd.DataFrame:
+    """Per kind and held-out group with at least ``min_pairs`` pairs: pairs, coverage, mean relative width."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=["kind", "group", "pairs", "coverage", "mean_relative_width"])
+    records = []
+    for (kind, group), part in pd.concat(frames, ignore_index=True).groupby(["kind", "group"], sort=True):
+        if len(part) >= min_pairs:
+            coverage, width = _pair_coverage(part)
+            records.append({"kind": kind, "group": str(group), "pairs": len(part), "coverage": coverage, "mean_relative_width": width})
+    return pd.DataFrame(records, columns=["kind", "group", "pairs", "coverage", "mean_relative_width"])
+
+
 def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage and width."""
+    """Per kind of what-if: speedup-ratio errors of the analytical and residual models, interval coverage and
+    width over all pairs, and over the held-out groups of :func:`pair_group_summary` how many fall below,
+    inside and above 88-92% coverage and their mean distance from 90%."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame()
     pairs = pd.concat(frames, ignore_index=True)
+    by_group = pair_group_summary(frames)
     records = []
     for kind, part in pairs.groupby("kind"):
         measured = part["measured_speedup"].to_numpy()
-        lower, upper = part["lower"].to_numpy(float), part["upper"].to_numpy(float)
-        # Pairs without a calibrated interval (no speedup table) count for neither coverage nor width.
-        has_interval = np.isfinite(lower) & np.isfinite(upper)
-        covered = (measured >= lower) & (measured <= upper)
-        width = (upper - lower) / part["predicted_speedup"].to_numpy(float)
+        coverage, width = _pair_coverage(part)
+        groups = by_group.loc[(by_group["kind"] == kind) & by_group["coverage"].notna(), "coverage"].to_numpy(float)
         records.append(
             {
                 "kind": kind,
@@ -261,8 +290,13 @@ def pair_summary(frames: list[pd.DataFrame]) -> pd.DataFrame:
                 "residual_mape": float(np.mean(np.abs(part["predicted_speedup"] / measured - 1))),
                 "residual_median_ape": float(np.median(np.abs(part["predicted_speedup"] / measured - 1))),
                 "direction_right": float(np.mean(np.sign(np.log(part["predicted_speedup"])) == np.sign(np.log(measured)))),
-                "coverage": float(covered[has_interval].mean()) if has_interval.any() else float("nan"),
-                "mean_relative_width": float(width[has_interval].mean()) if has_interval.any() else float("nan"),
+                "coverage": coverage,
+                "mean_relative_width": width,
+                "groups": len(groups),
+                "groups_below": int(np.sum(groups < 0.88)),
+                "groups_within": int(np.sum((groups >= 0.88) & (groups <= 0.92))),
+                "groups_above": int(np.sum(groups > 0.92)),
+                "group_coverage_gap": float(np.mean(np.abs(groups - 0.9))) if len(groups) else float("nan"),
             }
         )
     return pd.DataFrame(records)

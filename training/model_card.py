@@ -41,7 +41,8 @@ The residual is monotone where physics fixes the sign (`features/build.py`, MONO
 more bandwidth, NICs, peak FLOP/s or memory bandwidth never predict a slower step.
 Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type,
 MLPerf benchmark or testbed topology), Mondrian by architecture and network tier; speedup intervals
-calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if.
+calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if, each pair weighted so
+that a pair of CV groups counts as the square root of its number of pairs (as training weighs runs).
 A speedup is the physics' times the share of the correction's change that out-of-fold pairs
 of its kind support (`training/shrink.py`, pair_shares; "all" for kinds with few pairs): {pair_shares}.
 

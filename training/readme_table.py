@@ -47,6 +47,17 @@ def _groups_of(stats: dict) -> str:
     return "; ".join(worse) if worse else "none"
 
 
+def _group_coverage(groups: dict) -> str:
+    """How many held-out groups' speedup intervals cover below, within and above 88-92%, with the worst."""
+    coverages = {group: g["coverage"] for group, g in groups.items() if g["coverage"] is not None}
+    if not coverages:
+        return "none"
+    below = sum(c < 88 for c in coverages.values())
+    within = sum(88 <= c <= 92 for c in coverages.values())
+    worst, lowest = min(coverages.items(), key=lambda item: item[1])
+    return f"{below} / {within} / {len(coverages) - below - within} (lowest: {worst} {_pct(lowest)})"
+
+
 def held_out_markdown(summary: dict) -> str:
     """The protocols' table, the speedup pairs' table and the no-harm list, as markdown."""
     lines = [
@@ -65,11 +76,17 @@ def held_out_markdown(summary: dict) -> str:
             f"| {name} | {s['n']:,} | {_pct(s['physics_mape'])} | {_pct(s['pure_ml_mape'])} | {_pct(s['residual_mape'])} "
             f"| {_pct(s['coverage'])} | {_pct(s['mean_relative_width'])} | {_groups_of(protocol)} |"
         )
-    lines += ["", "| speedup of held-out pairs | pairs | physics alone | physics + residual | 90% coverage | mean width |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| speedup of held-out pairs | pairs | physics alone | physics + residual | 90% coverage | mean width "
+        "| held-out groups of 30 pairs or more: below / within / above 88-92% |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    by_group = summary.get("speedup_groups", {})
     for kind, s in summary["speedups"].items():
         lines.append(
             f"| {PAIR_NAMES.get(kind, kind)} | {s['n']:,} | {_pct(s['physics_mape'])} | {_pct(s['residual_mape'])} "
-            f"| {_pct(s['coverage'])} | {_pct(s['mean_relative_width'])} |"
+            f"| {_pct(s['coverage'])} | {_pct(s['mean_relative_width'])} | {_group_coverage(by_group.get(kind, {}))} |"
         )
     refits = summary.get("refits", {})
     if refits:

@@ -2,8 +2,9 @@
 
 ``summary.json`` holds the same figures as the tables, in percent, for tools:
 ``{"protocols": {NAME: {"all": STATS, "groups": {GROUP: STATS}}}, "speedups":
-{KIND: STATS}, "no_harm_violations": [...], "refits": {NAME: {K: {"mape_no_refit",
-"mape_refit", "mape_best_offset"}}}}``, where STATS has ``n``,
+{KIND: STATS}, "speedup_groups": {KIND: {GROUP: {"n", "coverage", "mean_relative_width"}}},
+"no_harm_violations": [...], "refits": {NAME: {K: {"mape_no_refit", "mape_refit",
+"mape_best_offset"}}}}``, where STATS has ``n``,
 ``physics_mape``, ``pure_ml_mape``, ``residual_mape``, ``coverage`` and
 ``mean_relative_width`` (``null`` where a figure is not defined). The no-harm
 rule: in every group of every protocol with at least :data:`NO_HARM_MIN_RUNS`
@@ -26,7 +27,9 @@ from features.catalog_arrays import catalog_arrays
 from training.dataset import Dataset, joined_keys, network_of, text_keys
 from training.importers import DLE_HISTORY_SOURCE, DLE_SOURCE, DLPERF_SOURCE
 from training.importers import is_mlperf as mlperf_rows
-from training.evaluate import LAMBDA, TESTBED, HeldOut, held_out, losses_within_groups, pair_summary, source_of, step_summary
+from training.evaluate import (
+    LAMBDA, TESTBED, HeldOut, held_out, losses_within_groups, pair_group_summary, pair_summary, source_of, step_summary,
+)
 from training.refit import best_offset, random_effects_kappa, shrunken_offset
 from training.shrink import NO_HARM_MARGIN_POINTS, NO_HARM_MIN_RUNS
 
@@ -65,6 +68,8 @@ class Evaluation:
     cross_source_refit: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per protocol, the (held-out group, model) cells where the residual loses (:func:`training.evaluate.losses_by_model`).
     losses: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Speedup coverage per kind and held-out group of 30 pairs or more (:func:`training.evaluate.pair_group_summary`).
+    pair_groups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _testbed_config(runs: pd.DataFrame, drop: tuple[str, ...]) -> np.ndarray:
@@ -139,7 +144,10 @@ def run_evaluation(ds: Dataset, params: dict, rounds: int, confidence_level: flo
         for title, (result, within) in held.items()
     ]
     losses = pd.concat(losses, ignore_index=True).sort_values("points_of_protocol_lost", ascending=False) if losses else pd.DataFrame()
-    return Evaluation(steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started, refit, losses.reset_index(drop=True))
+    return Evaluation(
+        steps, pair_summary(pair_frames), few_shot, time.perf_counter() - started, refit, losses.reset_index(drop=True),
+        pair_group_summary(pair_frames),
+    )
 
 
 def gpu_generations(ds: Dataset) -> np.ndarray:
@@ -268,6 +276,11 @@ def evaluation_summary(ev: Evaluation) -> dict:
     speedups = {}
     if ev.pairs is not None and len(ev.pairs):
         speedups = {str(r["kind"]): _stats(r, "pairs", PAIR_STATS) for r in ev.pairs.to_dict("records")}
+    speedup_groups: dict = {}
+    for r in ev.pair_groups.to_dict("records") if len(ev.pair_groups) else []:
+        speedup_groups.setdefault(str(r["kind"]), {})[str(r["group"])] = _stats(
+            r, "pairs", {"coverage": "coverage", "mean_relative_width": "mean_relative_width"}
+        )
     refits = {name: _refit_stats(frame) for name, frame in (
         ("Lambda, k runs of a held-out GPU type", ev.few_shot),
         ("MLPerf (all rounds), trained on the other sources, k runs of each GPU type", ev.cross_source_refit),
@@ -281,7 +294,8 @@ def evaluation_summary(ev: Evaluation) -> dict:
         for r in (ev.losses.to_dict("records") if len(ev.losses) else [])
     ]  # fmt: skip
     return {
-        "protocols": protocols, "speedups": speedups, "no_harm_violations": no_harm_violations(protocols),
+        "protocols": protocols, "speedups": speedups, "speedup_groups": speedup_groups,
+        "no_harm_violations": no_harm_violations(protocols),
         "losses_within_groups": losses, "refits": refits,
     }  # fmt: skip
 
@@ -401,7 +415,12 @@ def write_report(ev: Evaluation, out_dir: Path, ds: Dataset, params: dict, round
     sections.append("## Speedups of held-out pairs of runs\n\n" + markdown_table(ev.pairs))
     sections.append(
         "Each pair's two runs were held out together; `direction_right` is the share of pairs whose "
-        "predicted speedup is on the right side of 1x.\n"
+        "predicted speedup is on the right side of 1x. `groups` counts the held-out groups (GPU types, "
+        "generations, frameworks, configurations) with 30 pairs of the kind or more; `groups_below`, "
+        "`groups_within` and `groups_above` how many of them the 90% intervals cover below 88%, within "
+        "88-92% and above 92%; `group_coverage_gap` their mean distance from 90%. The pooled coverage "
+        "weighs groups by their pairs (the H100 SXM holds about two thirds of Lambda's fp32 -> fp16 pairs); "
+        "the per-group figures weigh each held-out group alike. Per group in `summary.json`'s `speedup_groups`.\n"
     )
     sections.append("## Refit to a new cluster (few-shot, Lambda GPU types held out)\n\n" + markdown_table(
         ev.few_shot[ev.few_shot["group"].astype(str).str.startswith("all")] if len(ev.few_shot) else ev.few_shot
