@@ -230,6 +230,52 @@ def exposed_tail_s(bucket_s: np.ndarray, ready_fraction: np.ndarray, backward_s:
     return np.maximum(0.0, end - backward_s)
 
 
+def tail_envelope(bucket_s: np.ndarray, ready_fraction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines of :func:`exposed_tail_s` that can end a job's communication last, for repeated evaluation.
+
+    Bucket ``k`` ends at ``r_k B + S_k`` (``S_k`` the seconds of buckets
+    ``k`` onward), a line in the backward time ``B``; the last end is their
+    upper envelope. Per job, only the lines on it for some ``B >= 0`` are
+    kept (slopes ascend with ``k``; a monotone-chain hull), padded by
+    repeating each job's last kept line. Returns (slopes, intercepts), both
+    (jobs, lines): :func:`envelope_exposed_s` of them equals
+    :func:`exposed_tail_s` for every ``B``, in a few lines instead of every
+    bucket (a physics fit evaluates it thousands of times).
+    """
+    suffix = np.cumsum(bucket_s[:, ::-1], axis=1)[:, ::-1]
+    ready = np.asarray(ready_fraction, float).tolist()
+    kept = []
+    for intercepts in suffix.tolist():
+        hull: list[tuple[float, float]] = []
+        for m, c in zip(ready, intercepts):
+            if hull and m == hull[-1][0]:
+                if c <= hull[-1][1]:
+                    continue
+                hull.pop()
+            while len(hull) >= 2:
+                (m1, c1), (m2, c2) = hull[-2], hull[-1]
+                # The middle line never tops both: the outer two cross at or before it rises above the first.
+                if (c1 - c) * (m2 - m1) <= (c1 - c2) * (m - m1):
+                    hull.pop()
+                else:
+                    break
+            hull.append((m, c))
+        # Lines that lead only where B < 0 (the next one already ties or tops them at B = 0).
+        while len(hull) >= 2 and hull[1][1] >= hull[0][1]:
+            hull.pop(0)
+        kept.append(hull)
+    width = max((len(h) for h in kept), default=1)
+    padded = [h + [h[-1]] * (width - len(h)) for h in kept]
+    lines = np.asarray(padded, float).reshape(len(kept), width, 2)
+    return lines[:, :, 0], lines[:, :, 1]
+
+
+def envelope_exposed_s(slopes: np.ndarray, intercepts: np.ndarray, backward_s: np.ndarray) -> np.ndarray:
+    """:func:`exposed_tail_s` from the lines :func:`tail_envelope` kept."""
+    end = np.max(slopes * backward_s[:, None] + intercepts, axis=1)
+    return np.maximum(0.0, end - backward_s)
+
+
 def uniform_exposed_s(total_comm_s_per_bucket, n_buckets, backward_s):
     """:func:`exposed_tail_s` for ``K`` equal buckets ready at ``k/K`` of backward (gradients produced evenly).
 

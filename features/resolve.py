@@ -190,7 +190,7 @@ class ResolvedJobs:
     def physics(self, comm: analytical.CommTimes, io_s: np.ndarray, constants: PhysicsConstants | None = None):
         """The roofline physics (:mod:`features.physics`) of every job; ``comm`` gives the PS/Worker fan-in times."""
         k = constants or physics_constants()
-        d = self.device_inputs()
+        d = self.__dict__.get("_device_inputs_cache") or self.device_inputs()
         device = physics.device_times(d, k)
         backward = physics.backward_s(device, d, k)
         comm_s, exposed = self.allreduce_overlap(backward)
@@ -205,15 +205,40 @@ class ResolvedJobs:
         n = len(backward_s)
         total = np.zeros(n)
         exposed = np.zeros(n)
-        for index, bucket_s, ready in self._allreduce_buckets():
-            total[index] = bucket_s.sum(axis=1)
-            exposed[index] = physics.exposed_tail_s(bucket_s, ready, backward_s[index])
+        envelope = self.__dict__.get("_envelope_cache")
+        if envelope is not None:
+            index, total_s, slopes, intercepts = envelope
+            total[index] = total_s
+            exposed[index] = physics.envelope_exposed_s(slopes, intercepts, backward_s[index])
+        else:
+            for index, bucket_s, ready in self._allreduce_buckets():
+                total[index] = bucket_s.sum(axis=1)
+                exposed[index] = physics.exposed_tail_s(bucket_s, ready, backward_s[index])
         index, per_bucket, k = self._uniform_buckets()
         if len(index):
             total[index] = per_bucket * k
             exposed[index] = physics.uniform_exposed_s(per_bucket, k, backward_s[index])
         nan = np.where(self.ok, 0.0, np.nan)
         return total + nan, exposed + nan
+
+    def prepare_repeated_physics(self) -> None:
+        """Keep each job's bucket ends on their upper envelope (:func:`features.physics.tail_envelope`) and its
+        device inputs: the same physics, about three times faster for a fit that evaluates it thousands of times."""
+        if "_envelope_cache" in self.__dict__:
+            return
+        self.__dict__["_device_inputs_cache"] = self.device_inputs()
+        groups = [(index, bucket_s.sum(axis=1), *physics.tail_envelope(bucket_s, ready)) for index, bucket_s, ready in self._allreduce_buckets()]
+        width = max((g[2].shape[1] for g in groups), default=1)
+
+        def padded(lines: np.ndarray) -> np.ndarray:  # repeat each job's last line: the maximum stays its own
+            return np.concatenate([lines, np.repeat(lines[:, -1:], width - lines.shape[1], axis=1)], axis=1)
+
+        self.__dict__["_envelope_cache"] = (
+            np.concatenate([g[0] for g in groups]).astype(int) if groups else np.zeros(0, int),
+            np.concatenate([g[1] for g in groups]) if groups else np.zeros(0),
+            np.concatenate([padded(g[2]) for g in groups]) if groups else np.zeros((0, 1)),
+            np.concatenate([padded(g[3]) for g in groups]) if groups else np.zeros((0, 1)),
+        )
 
     def _allreduce_gradient_bytes(self) -> np.ndarray:
         c_allreduce = np.isin(

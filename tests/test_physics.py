@@ -365,6 +365,54 @@ def test_exposed_tail_is_bounded_and_monotone(t, backward, more):
     assert slower >= exposed - 1e-12
 
 
+def test_the_tail_envelope_keeps_only_lines_that_can_end_last():
+    # Buckets of 1, 1, 1 s ready at 1/3, 2/3, 1: ends 4 - 2B/3... as lines r B + S: (1/3, 3), (2/3, 2), (1, 1).
+    # The middle line meets the outer two where they cross (B = 3), so it is never alone on top: dropped.
+    slopes, intercepts = physics.tail_envelope(np.array([[1.0, 1.0, 1.0]]), np.array([1 / 3, 2 / 3, 1.0]))
+    np.testing.assert_allclose(slopes, [[1 / 3, 1.0]])
+    np.testing.assert_allclose(intercepts, [[3.0, 1.0]])
+    # A 2 s bucket then a 0.5 s one: (0.5, 2.5) and (1, 0.5) cross at B = 4, both kept; a second job whose
+    # first bucket dominates everywhere (equal readiness) keeps one line, padded by repeating it.
+    slopes, intercepts = physics.tail_envelope(np.array([[2.0, 0.5], [2.0, 0.5]]), np.array([0.5, 1.0]))
+    np.testing.assert_allclose(intercepts[0], [2.5, 0.5])
+    slopes, intercepts = physics.tail_envelope(np.array([[2.0, 0.5]]), np.array([1.0, 1.0]))
+    np.testing.assert_allclose((slopes, intercepts), ([[1.0]], [[2.5]]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    t=st.lists(st.lists(st.floats(0.0, 5.0), min_size=6, max_size=6), min_size=1, max_size=4),
+    ready=st.lists(st.floats(0.0, 1.0), min_size=6, max_size=6),
+    backward=st.lists(st.floats(0.0, 20.0), min_size=4, max_size=4),
+)
+def test_the_envelope_gives_the_same_exposed_tail_as_every_bucket(t, ready, backward):
+    bucket_s = np.array(t)
+    ready_fraction = np.maximum.accumulate(np.asarray(ready))
+    slopes, intercepts = physics.tail_envelope(bucket_s, ready_fraction)
+    assert slopes.shape[1] <= bucket_s.shape[1]
+    for b in backward:
+        b_s = np.full(len(bucket_s), b)
+        np.testing.assert_allclose(
+            physics.envelope_exposed_s(slopes, intercepts, b_s), physics.exposed_tail_s(bucket_s, ready_fraction, b_s), rtol=1e-12, atol=1e-12
+        )
+
+
+def test_a_table_prepared_for_repeated_physics_gives_the_same_physics():
+    jobs = [_job(), _job(), _job()]
+    jobs[1]["workload"].update(model="resnet50", batch_size_per_gpu=32)
+    jobs[2]["parallelism"].update(architecture="allreduce-local", workers=8, gpus_per_worker=1)
+    jobs[2]["cluster"] = {"gpu": "V100-SXM2-16GB", "intra_node_link": "nvlink-gen2"}
+    plain, prepared = _resolved(jobs), _resolved(jobs)
+    prepared.prepare_repeated_physics()
+    breakdown = plain.breakdown()
+    for k in (UNIT, physics_constants()):
+        a = plain.physics(breakdown.comm, breakdown.io_s, k)
+        b = prepared.physics(breakdown.comm, breakdown.io_s, k)
+        np.testing.assert_array_equal(b.exposed_comm_s, a.exposed_comm_s)
+        np.testing.assert_array_equal(b.step_time_s, a.step_time_s)
+    assert (a.exposed_comm_s > 0).all()
+
+
 def _job(**cluster) -> dict:
     return {
         "workload": {"model": "bert-large-squad", "precision": "fp16", "batch_size_per_gpu": 8},

@@ -92,6 +92,9 @@ class PhysicsProblem:
     measured_s: np.ndarray
     #: Each run's cross-validation group (weights: each group counts as the square root of its runs); None: equal.
     groups: np.ndarray | None = None
+    #: Evaluate through :meth:`features.resolve.ResolvedJobs.prepare_repeated_physics` (the same figures, faster);
+    #: False computes them as one prediction does (``benchmarks/bench_physics_fit.py`` compares the two).
+    prepared: bool = True
 
     def row_weights(self, rows: np.ndarray) -> np.ndarray:
         """Weights of the runs of ``rows`` (a boolean mask) in a fit on them, mean 1."""
@@ -99,6 +102,8 @@ class PhysicsProblem:
         return np.ones(n) if self.groups is None else sample_weights(np.asarray(self.groups)[rows])
 
     def __post_init__(self) -> None:
+        if self.prepared:
+            self.resolved.prepare_repeated_physics()
         breakdown = self.resolved.breakdown()
         self._comm = breakdown.comm
         self._io = breakdown.io_s
