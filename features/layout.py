@@ -13,9 +13,10 @@ A job with a transformer shape or layout fields (``layers``,
   2; no attention scores: flash attention keeps none) moves through DRAM
   :data:`ACTIVATION_PASSES` times per micro-batch (written forward, read
   backward, its gradient written and read; once more written when full
-  recomputation replays the forward) at the DRAM bandwidth times the
-  roofline physics' fitted ``memory_efficiency``
-  (``catalog/physics_constants.json``): what a faster memory buys, as from
+  recomputation replays the forward) at the bandwidth the roofline physics
+  attains: the DRAM's times its fitted ``memory_efficiency``, combined with
+  what the GPU's SMs sustain (``memory_bytes_per_s_per_sm``,
+  ``catalog/physics_constants.json``): what a faster memory buys, as from
   an H100 to an H200;
 * tensor-parallel communication, per layer 2 all-reduces forward and 2
   backward (reduce-scatter + all-gather pairs with sequence parallelism, the
@@ -43,9 +44,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from features.catalog_base import CATALOG_DIR, NameIndex, read_json
 from features.hardware import DeviceSpec
-from features.mechanisms import physics_constants
+from features.mechanisms import attainable_memory_bw_bytes_per_s, gpu_mechanisms, physics_constants
 from features.layout_collectives import (
     Links,
     context_parallel_ring_s,
@@ -72,10 +75,11 @@ PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved")
 #: by grid search minimising the mean |log(predicted / measured)| step time, by
 #: ``predict evaluate-llm`` (training/llm_evaluation.py); figures on those runs with this value are
 #: in-sample. reports/llm/report.md gives the leave-one-submitter-out figures, which refit it
-#: without the held-out submitter (0.4625-0.52) and do not use this value. Fitted with the
-#: memory-bound term in the step, whose rate is the roofline's fitted memory efficiency (0.51 with the
-#: constants before the last refit; 0.475 before the term, which the matrix multiplications then carried).
-MATMUL_EFFICIENCY = 0.5075
+#: without the held-out submitter (0.465-0.5225) and do not use this value. Fitted with the
+#: memory-bound term in the step, whose rate is the bandwidth the roofline physics attains (0.5075 before
+#: that rate took the SMs' limit, 0.51 with the constants before the refit preceding it; 0.475 before the
+#: term, which the matrix multiplications then carried).
+MATMUL_EFFICIENCY = 0.5125
 
 #: DRAM passes over a block's kept activations per micro-batch: written forward, read backward, and
 #: their gradients written and read (provenance: estimated, from the order of operations; not fitted).
@@ -323,7 +327,10 @@ def step_breakdown(job: LayoutJob, matmul_efficiency: float = MATMUL_EFFICIENCY,
     # Every activation a block keeps without recomputation, attention scores aside (flash attention).
     kept_bytes = shape.layer_activation_bytes(lay.micro_batch_size, tp, lay.sequence_parallel, "selective", cp)
     passes = ACTIVATION_PASSES + (RECOMPUTE_ACTIVATION_PASSES if recompute == "full" else 0.0)
-    memory_bw_bytes_per_s = job.gpu.memory_bw_bytes_per_s * physics_constants().memory_efficiency
+    k = physics_constants()
+    mechanisms = gpu_mechanisms().get(job.gpu.name)
+    memory_bw_bytes_per_s = float(attainable_memory_bw_bytes_per_s(
+        job.gpu.memory_bw_bytes_per_s * k.memory_efficiency, np.nan if mechanisms is None else mechanisms.sm_count, k))
     memory_mb_s = layers_per_stage * passes * kept_bytes / memory_bw_bytes_per_s
 
     local_tokens = tokens_per_micro_batch / cp

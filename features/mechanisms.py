@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from features.catalog_base import CATALOG_DIR, PROVENANCE_KINDS, read_json
 
 MECHANISM_FIELDS = (
@@ -133,6 +135,7 @@ PHYSICS_CONSTANTS = {
     "matrix_efficiency_tensor": "attainable fraction of the tensor-core peak for matrix operators at reduced precision (TF32, FP16, BF16, FP8) on large operators",
     "matrix_efficiency_fp32": "attainable fraction of the FP32 peak for matrix operators at FP32 on large operators",
     "memory_efficiency": "attainable fraction of DRAM bandwidth for memory-bound operators",
+    "memory_bytes_per_s_per_sm": "DRAM traffic one SM sustains (Little's law: the bytes its outstanding loads and stores hold, over the memory latency); a GPU's attainable bandwidth is the harmonic combination of its DRAM's attainable share and its SMs' total, so a part with much bandwidth per SM cannot use all of it",
     "half_efficiency_flops_per_sm": "matrix FLOPs per SM of one operator at which it reaches half its attainable fraction (a wave-quantisation curve: small operators leave SMs idle)",
     "launch_scale": "multiplier on the software catalogue's kernel-launch latency",
     "host_scale": "multiplier on the software catalogue's per-step host overhead",
@@ -161,9 +164,24 @@ class PhysicsConstants:
     compiled_memory_bound_fraction: float = 1.0
     overlap_interference: float = 0.0
     tuned_overhead_scale: float = 1.0
+    #: None: the SMs set no limit.
+    memory_bytes_per_s_per_sm: float | None = None
 
     def to_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in PHYSICS_CONSTANTS}
+
+
+def attainable_memory_bw_bytes_per_s(dram_bw_bytes_per_s, sm_count, k: PhysicsConstants):
+    """Bytes per second memory-bound operators reach on a GPU whose DRAM attains ``dram_bw_bytes_per_s``:
+    that combined harmonically with what its ``sm_count`` SMs sustain, ``1 / (1 / B + 1 / (c x SMs))`` for
+    ``c = k.memory_bytes_per_s_per_sm``; never above either, and ``B`` itself where the SM count is unknown
+    (NaN) or ``c`` is None. Works elementwise on arrays."""
+    if k.memory_bytes_per_s_per_sm is None:
+        return dram_bw_bytes_per_s
+    sm_count = np.asarray(sm_count, float)
+    sms_bw = np.where(np.isfinite(sm_count), k.memory_bytes_per_s_per_sm * np.nan_to_num(sm_count, nan=1.0), np.inf)
+    with np.errstate(divide="ignore"):
+        return 1.0 / (1.0 / np.asarray(dram_bw_bytes_per_s, float) + 1.0 / sms_bw)
 
 
 @lru_cache(maxsize=1)

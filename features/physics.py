@@ -6,7 +6,7 @@ One training step of one GPU:
   plus a launch cost per kernel, plus the framework's host overhead per step:
 
   - matrix operators (matmul, convolution, attention):
-    ``FLOPs / (eta_matrix * peak at the precision) + bytes / (eta_memory * DRAM bandwidth)``.
+    ``FLOPs / (eta_matrix * peak at the precision) + bytes / B_mem``.
     On GeForce parts the catalogue's tensor peak is the FP32-accumulate rate,
     which their firmware holds at half the tensor cores' hardware rate: a
     kernel there reaches ``min(eta_matrix * 2 * peak, peak)``, the same
@@ -32,7 +32,17 @@ One training step of one GPU:
     embeddings, the optimizer's weight, gradient and state traffic, and on
     more than one GPU of an all-reduce job the gradient bucket copies,
     :data:`BUCKET_COPY_PASSES` passes over the gradient bytes):
-    ``max(FLOPs / FP32 peak, bytes / (eta_memory * DRAM bandwidth))``.
+    ``max(FLOPs / FP32 peak, bytes / B_mem)``. ``B_mem``, the bandwidth
+    operators attain, is the DRAM's attainable share ``eta_memory x DRAM
+    bandwidth`` combined harmonically with what the SMs sustain,
+    ``1 / (1 / (eta_memory B) + 1 / (c_sm x SMs))``: by Little's law an SM
+    moves the bytes its outstanding loads and stores hold per memory latency,
+    a fitted ``c_sm`` bytes per second, so a part with much bandwidth per SM
+    (H200, B200: 36 and 52 GB/s per SM, against 9 on an RTX A6000) cannot use
+    all of it. Lambda's runs show it plainly: the physics with one attainable
+    fraction of the DRAM was too fast on every part in proportion to its
+    bandwidth per SM and too slow on the parts with little (leave-one-GPU-type-out
+    15.2% -> 14.8%, MLPerf v3.1 leave-one-benchmark-out 21.8% -> 20.3%).
     Under mixed precision a fitted share of their traffic stays at FP32
     (autocast keeps softmax, normalisation, losses and reductions there),
     moving 4 bytes per element instead of the training precision's 2; none
@@ -110,7 +120,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from features.mechanisms import PhysicsConstants
+from features.mechanisms import PhysicsConstants, attainable_memory_bw_bytes_per_s
 
 #: DDP's default gradient bucket (``bucket_cap_mb=25``).
 BUCKET_CAP_BYTES = 25 * 2**20
@@ -368,6 +378,9 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         # The attainable fraction is of the hardware rate; a capped part reaches at most its cap (below).
         eta_matrix = eta_matrix * np.where(d.uses_tensor_cores, d.tensor_hardware_scale, 1.0)
     eta_memory = np.where(gpu, np.minimum(k.memory_efficiency * gain, 1.0), 1.0)
+    # The SMs' limit holds on a GPU; a CPU host's measured bandwidth is attainable as it is.
+    sm_count = np.where(gpu, np.nan if d.sm_count is None else d.sm_count, np.nan)
+    memory_bw = attainable_memory_bw_bytes_per_s(eta_memory * d.memory_bw_bytes_per_s, sm_count, k)
     fused = np.where(gpu & tuned, k.tuned_memory_bound_fraction, 1.0)
     if d.is_compiled is not None:
         fused = np.where(gpu & d.is_compiled, k.compiled_memory_bound_fraction, fused)
@@ -390,9 +403,9 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
         matrix_compute_s = np.where(gpu, np.maximum(sized / (eta_matrix * d.peak_flops_per_s), matrix_flops / d.peak_flops_per_s),
                                     matrix_flops / d.peak_flops_per_s)
     with np.errstate(divide="ignore"):
-        matrix_s = matrix_compute_s + d.matrix_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+        matrix_s = matrix_compute_s + d.matrix_bytes / memory_bw
         memory_bound_s = np.maximum(
-            d.other_flops / d.fp32_peak_flops_per_s, fused * bound_bytes / (eta_memory * d.memory_bw_bytes_per_s)
+            d.other_flops / d.fp32_peak_flops_per_s, fused * bound_bytes / memory_bw
         )
     launch_scale = overhead_scale(d, k, k.launch_scale)
     host_scale = overhead_scale(d, k, k.host_scale)

@@ -14,7 +14,7 @@ from features import physics
 from features.catalog_arrays import catalog_arrays
 from features.hardware import hardware_catalog
 from features.jobspec import flatten, job_from_dict
-from features.mechanisms import PhysicsConstants, gpu_mechanisms, physics_constants, software_specs
+from features.mechanisms import PhysicsConstants, attainable_memory_bw_bytes_per_s, gpu_mechanisms, physics_constants, software_specs
 from features.resolve import resolve
 from features.table import table_from_rows
 from features.workloads import workload_catalog
@@ -61,6 +61,42 @@ def test_op_class_roofline_hand_computed():
     assert t.launch_s[0] == pytest.approx(0.01)
     assert t.host_s[0] == pytest.approx(1e-3)
     assert t.total_s[0] == pytest.approx(0.022 + 8e-3 + 0.01 + 1e-3)
+
+
+def test_the_sms_limit_the_bandwidth_memory_bound_operators_reach():
+    k = dataclasses.replace(UNIT, memory_bytes_per_s_per_sm=5e9)
+    t = physics.device_times(_device(), k)
+    # DRAM 0.5 x 1e12 = 5e11; SMs 100 x 5e9 = 5e11; together 1 / (1 / 5e11 + 1 / 5e11) = 2.5e11 bytes/s.
+    assert t.memory_bound_s[0] == pytest.approx(4e9 / 2.5e11)
+    assert t.matrix_s[0] == pytest.approx(0.02 + 1e9 / 2.5e11)
+    # An unknown SM count sets no limit, nor does a CPU host (its measured bandwidth holds as it is).
+    assert physics.device_times(_device(sm_count=np.nan), k).memory_bound_s[0] == pytest.approx(8e-3)
+    cpu = physics.device_times(_device(is_gpu=False), k)
+    assert cpu.memory_bound_s[0] == pytest.approx(4e9 / 1e12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bw=st.floats(1e10, 1e13), sms=st.floats(1.0, 300.0), per_sm=st.floats(1e9, 1e12),
+    more_bw=st.floats(1.0, 10.0), more_sms=st.floats(1.0, 10.0),
+)
+def test_the_attained_bandwidth_is_below_both_limits_and_grows_with_each(bw, sms, per_sm, more_bw, more_sms):
+    k = dataclasses.replace(UNIT, memory_bytes_per_s_per_sm=per_sm)
+    attained = attainable_memory_bw_bytes_per_s(bw, sms, k)
+    assert attained <= min(bw, per_sm * sms) * (1 + 1e-12)
+    assert attained >= 0.5 * min(bw, per_sm * sms) * (1 - 1e-12)  # a harmonic mean of two is at least half the smaller
+    assert attainable_memory_bw_bytes_per_s(bw * more_bw, sms, k) >= attained * (1 - 1e-12)
+    assert attainable_memory_bw_bytes_per_s(bw, sms * more_sms, k) >= attained * (1 - 1e-12)
+
+
+def test_the_shipped_sms_limit_slows_parts_with_much_bandwidth_per_sm_most():
+    """Of two GPUs, the one with more DRAM bandwidth per SM reaches the smaller share of its DRAM's attainable rate."""
+    k = physics_constants()
+    share = {}
+    for name in ("RTX-A6000", "H100-SXM5-80GB", "B200"):
+        bw = hardware_catalog().device(name).memory_bw_bytes_per_s * k.memory_efficiency
+        share[name] = attainable_memory_bw_bytes_per_s(bw, gpu_mechanisms()[name].sm_count, k) / bw
+    assert 0 < share["B200"] < share["H100-SXM5-80GB"] < share["RTX-A6000"] < 1
 
 
 def test_arithmetic_floor_hand_computed():

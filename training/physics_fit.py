@@ -45,6 +45,7 @@ INITIAL = PhysicsConstants(
     compiled_memory_bound_fraction=0.5,
     overlap_interference=0.2,
     tuned_overhead_scale=1.0,
+    memory_bytes_per_s_per_sm=5e10,
 )
 
 _FRACTIONS = (
@@ -59,6 +60,7 @@ BOUNDS = {
     "matrix_efficiency_fp32": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
     "half_efficiency_flops_per_sm": (1e3, 1e10),
+    "memory_bytes_per_s_per_sm": (1e9, 1e13),
     "launch_scale": (0.1, 10.0),
     "host_scale": (0.01, 100.0),
     "tuned_efficiency_gain": (1.0, 4.0),
