@@ -338,7 +338,13 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     safe_model = np.where(has_model, model, 0)
     precision = cols["precision"]
     bytes_per_element = _per_precision(precision, BYTES_PER_ELEMENT)
-    gradient_bytes_per_element = _per_precision(precision, GRADIENT_BYTES_PER_ELEMENT)
+    framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
+    stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
+    half_model = table.map_column("mixed_precision", {m: m == "half" for m in MIXED_PRECISION_MODES}, False, bool)
+    gradient_bytes_per_element = np.where(
+        autocast_keeps_fp32_gradients(precision, framework, stack, half_model),
+        GRADIENT_BYTES_PER_ELEMENT["fp32"], _per_precision(precision, GRADIENT_BYTES_PER_ELEMENT),
+    )
 
     def catalogue_or_nan(values: np.ndarray) -> np.ndarray:
         return np.where(has_model, values[safe_model], np.nan)
@@ -398,9 +404,6 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
     intra_bw, intra_latency = cat.link_bw_bytes_per_s[safe_intra], cat.link_latency_s[safe_intra]
     bridged = cat.link_max_gpus[safe_intra] < gpus_per_node_used
 
-    framework = table.map_column("framework", {f: i for i, f in enumerate(FRAMEWORKS)}, FRAMEWORKS.index("other"), int)
-    stack = table.map_column("software_stack", {s: i for i, s in enumerate(SOFTWARE_STACKS)}, 0, int)
-    half_model = table.map_column("mixed_precision", {m: m == "half" for m in MIXED_PRECISION_MODES}, False, bool)
     # A CPU device's own measured per-operator and per-step costs replace the software catalogue's GPU figures.
     device_latency, device_host = cat.device_launch_latency_s[safe_device], cat.device_host_overhead_s[safe_device]
     software_latency = np.where(np.isfinite(device_latency), device_latency, cat.software_launch_latency_s[framework, stack])
@@ -460,6 +463,16 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         uses_tensor_cores=np.where(ok, precision_peak > fp32_peak, False),
         catalogs=cat,
     )
+
+
+def autocast_keeps_fp32_gradients(precision: np.ndarray, framework: np.ndarray, stack: np.ndarray, half_model: np.ndarray) -> np.ndarray:
+    """Jobs whose gradients stay FP32 at a 16-bit training precision: PyTorch under autocast (the
+    default ``mixed_precision``), whose parameters, and so their ``.grad``, stay FP32, and whose
+    DistributedDataParallel all-reduces them as they are. A model held at half precision (apex AMP
+    O2, ``model.half()``) exchanges 16-bit gradients, and so, as stated, do vendor-tuned stacks and the
+    other frameworks (which of their scripts compress gradients to 16 bits is not established)."""
+    sixteen_bit = np.isin(precision, ("fp16", "bf16"))
+    return sixteen_bit & (framework == FRAMEWORKS.index("pytorch")) & (stack != SOFTWARE_STACKS.index("tuned")) & ~half_model
 
 
 def _per_precision(precision: np.ndarray, table: dict[str, float]) -> np.ndarray:

@@ -18,7 +18,8 @@ BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 #: Bytes per gradient element exchanged at each training precision: gradients
 #: are communicated at the training precision, except that FP8 training keeps
-#: its gradients in BF16 (as NVIDIA Transformer Engine does).
+#: its gradients in BF16 (as NVIDIA Transformer Engine does) and PyTorch under
+#: autocast keeps them at FP32 (``features.resolve.autocast_keeps_fp32_gradients``).
 GRADIENT_BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 
 

@@ -905,9 +905,38 @@ def test_a_half_model_keeps_no_memory_bound_traffic_at_fp32():
     np.testing.assert_allclose(d.memory_bound_fp32_extra_bytes, [per_step[0], 0.0])
     k = dataclasses.replace(UNIT, mixed_precision_fp32_share=0.5)
     t = physics.device_times(d, k)
+    # The autocast side's DDP bucket copies move its FP32 gradients: 2 bytes a parameter more per pass.
+    bucket_extra = physics.BUCKET_COPY_PASSES * 2 * resolved.param_count[0]
+    np.testing.assert_allclose(d.memory_bound_bytes[0] - d.memory_bound_bytes[1], bucket_extra)
     # memory-bound time: (bytes + 0.5 x extra) / (0.5 x bandwidth) on the autocast side, bytes alone on the half one
-    np.testing.assert_allclose(t.memory_bound_s[0] - t.memory_bound_s[1], 0.5 * per_step[0] / (0.5 * d.memory_bw_bytes_per_s[0]))
+    np.testing.assert_allclose(
+        t.memory_bound_s[0] - t.memory_bound_s[1], (bucket_extra + 0.5 * per_step[0]) / (0.5 * d.memory_bw_bytes_per_s[0])
+    )
     # At FP32 and TF32 the mode changes nothing.
     full = [dict(j, workload=dict(j["workload"], precision="fp32")) for j in (autocast, half)]
     extra = _resolved(full).device_inputs().memory_bound_fp32_extra_bytes
     np.testing.assert_array_equal(extra, [0.0, 0.0])
+
+
+def test_autocast_exchanges_fp32_gradients_and_a_half_model_or_tuned_stack_16_bit_ones():
+    """PyTorch under autocast keeps its parameters, so their gradients, at FP32: DDP all-reduces 4 bytes a
+    parameter. A model held at FP16 (apex O2), a vendor-tuned stack and another framework exchange 2."""
+    params = workload_catalog().get("bert-large-squad").dense_param_count
+    variants = [
+        {},
+        {"mixed_precision": "half"},
+        {"software_stack": "tuned"},
+        {"framework": "tensorflow"},
+        {"precision": "fp32"},
+    ]
+    jobs = []
+    for workload in variants:
+        job = _job()
+        job["workload"] = {**job["workload"], **workload}
+        jobs.append(job)
+    r = _resolved(jobs)
+    assert list(r.gradient_bytes) == pytest.approx([4 * params, 2 * params, 2 * params, 2 * params, 4 * params])
+    # Twice the bytes over the same links: the autocast job's all-reduce takes longer than the half model's.
+    breakdown = r.breakdown()
+    physics_comm = r.physics(breakdown.comm, breakdown.io_s).comm_s
+    assert physics_comm[0] > physics_comm[1]
