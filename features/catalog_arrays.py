@@ -65,6 +65,10 @@ class CatalogArrays:
     workload_matrix_kernels: np.ndarray
     workload_winograd_share: np.ndarray  # Winograd-eligible FLOPs over matrix FLOPs
     workload_gradients: list  # (elements in backward order, ready fractions) or None
+    #: Matrix operators by band of arithmetic intensity (features.op_counting): each band's share of the
+    #: workload's matrix FLOPs and of its matrix bytes, [workload, band], zero-padded; NaN rows where not counted.
+    workload_band_flop_shares: np.ndarray
+    workload_band_byte_shares: np.ndarray
     software_launch_latency_s: np.ndarray  # [framework, software stack]
     software_host_overhead_s: np.ndarray
 
@@ -125,6 +129,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         if o.get("gradient_elements_backward_order") else None
         for o in op_classes
     ]
+    band_flop_shares, band_byte_shares = _band_shares([o.get("matrix_intensity_bands") for o in op_classes])
     return CatalogArrays(
         hardware=hardware,
         workloads=workloads,
@@ -173,8 +178,30 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_matrix_kernels=op_array("matrix_kernels"),
         workload_winograd_share=winograd_share,
         workload_gradients=gradients,
+        workload_band_flop_shares=band_flop_shares,
+        workload_band_byte_shares=band_byte_shares,
         software_launch_latency_s=np.array(
             [[software[(f, s)].kernel_launch_latency_s for s in SOFTWARE_STACKS] for f in FRAMEWORKS], float
         ),
         software_host_overhead_s=np.array([[software[(f, s)].host_overhead_s for s in SOFTWARE_STACKS] for f in FRAMEWORKS], float),
     )
+
+
+def _band_shares(bands: list) -> tuple[np.ndarray, np.ndarray]:
+    """Each workload's intensity bands as shares of its matrix FLOPs and bytes ([workload, band]; NaN rows where
+    the bands were not counted or hold no FLOPs or no bytes)."""
+    width = max((len(b) for b in bands if b), default=1)
+    flop_shares = np.full((len(bands), width), np.nan)
+    byte_shares = np.full((len(bands), width), np.nan)
+    for i, b in enumerate(bands):
+        if not b:
+            continue
+        values = np.array(b, float)
+        totals = values.sum(axis=0)
+        if totals[0] <= 0 or totals[1] <= 0:
+            continue
+        flop_shares[i] = 0.0
+        byte_shares[i] = 0.0
+        flop_shares[i, : len(values)] = values[:, 0] / totals[0]
+        byte_shares[i, : len(values)] = values[:, 1] / totals[1]
+    return flop_shares, byte_shares

@@ -2,8 +2,8 @@
 
 Regenerate the ``op_classes`` block of every catalogue workload in the
 regeneration environment of :mod:`features.workload_counting` (torch,
-torchvision, transformers and diffusers; about two and a half minutes on
-two cores)::
+torchvision, transformers and diffusers; 20 minutes on two cores shared
+with other work, 11 of them Tacotron 2's decoder steps on CPU tensors)::
 
     .regen-venv/bin/python -m features.op_counting
 
@@ -41,6 +41,11 @@ the optimizer both per tensor (``foreach=False``) and with the multi-tensor
 ``foreach`` kernels. The optimizer is SGD with momentum, as the analytical
 model's optimizer traffic assumes.
 
+Matrix operators are also grouped by arithmetic intensity
+(:func:`matrix_intensity_bands`: per-sample FLOPs and FP32 bytes per band of
+half an octave), so that a roofline can be taken per operator rather than
+for the class as a whole (see :mod:`features.physics`).
+
 Gradients are recorded in the order backward produces them (a
 post-accumulate-grad hook on every trainable parameter), each with the
 fraction of the backward pass's work done when it is ready (work = matrix
@@ -68,6 +73,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -105,6 +111,8 @@ class OpClassMode(TorchDispatchMode):
 
     phase: str = "forward"
     counts: dict = field(default_factory=lambda: {p: PhaseCount() for p in PHASES})
+    #: Every matrix operator of the forward and backward passes, in order: (name, FLOPs, bytes).
+    matrix_ops: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -129,6 +137,8 @@ class OpClassMode(TorchDispatchMode):
                 count.winograd_flops += flops
             count.matrix_bytes += n_bytes
             count.matrix_kernels += 1
+            if self.phase != "optimizer":
+                self.matrix_ops.append((packet.__name__, flops, n_bytes))
         else:
             count.other_flops += sum(t.numel() for t in outputs)
             count.memory_bound_bytes += n_bytes
@@ -167,6 +177,7 @@ class StepOps:
     optimizer_foreach: PhaseCount
     gradient_elements: tuple[int, ...]
     gradient_ready_fraction: tuple[float, ...]
+    matrix_ops: tuple[tuple[str, float, float], ...] = ()
 
 
 def _optimizer_step_counts(params: list[torch.nn.Parameter], foreach: bool) -> PhaseCount:
@@ -212,7 +223,7 @@ def count_step_ops(probe: Probe, batch_size: int) -> StepOps:
         grads = [p for p in params if p.grad is not None]
         mode.counts["optimizer"] = _optimizer_step_counts(grads, foreach=False)
         foreach = _optimizer_step_counts(grads, foreach=True)
-    return StepOps(batch_size, mode.counts, foreach, tuple(n for n, _, _ in ready), fractions)
+    return StepOps(batch_size, mode.counts, foreach, tuple(n for n, _, _ in ready), fractions, tuple(mode.matrix_ops))
 
 
 def _with_fused_rnn_kernels(probe: Probe, decomposed: StepOps) -> StepOps:
@@ -268,6 +279,7 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
         "kernels_optimizer_foreach": large.optimizer_foreach.kernels,
         "gradient_elements_backward_order": list(large.gradient_elements),
         "gradient_ready_fraction": [round(f, 4) for f in large.gradient_ready_fraction],
+        "matrix_intensity_bands": matrix_intensity_bands(small, large),
         "provenance": "counted",
         "source": (
             f"features.op_counting (TorchDispatchMode over aten operators, forward+backward+SGD-momentum step); "
@@ -277,6 +289,43 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
         ),
         "command": f"{_interpreter()} -m features.op_counting --only {recipe.name}",
     }
+
+
+#: Bands of arithmetic intensity (FLOPs per FP32 byte) that :func:`matrix_intensity_bands` groups matrix operators
+#: into, per octave: two, so operators of one band differ in intensity by at most 1.41x.
+INTENSITY_BANDS_PER_OCTAVE = 2
+
+
+def matrix_intensity_bands(small: StepOps, large: StepOps) -> list[list[float | int]] | None:
+    """The matrix operators grouped by arithmetic intensity: ``[FLOPs, FP32 bytes]`` per sample, per band.
+
+    Each operator's per-sample FLOPs are its FLOPs at the larger batch over
+    that batch, its bytes the slope between the two batches (so weights,
+    which do not grow with the batch, drop out, as in the class totals); its
+    intensity is their ratio, independent of the batch. Operators are paired
+    by position, so the two passes must run the same matrix operators in the
+    same order; None where they do not (a model whose work depends on its
+    data). Operators of no FLOPs, or no bytes that grow with the batch, sit in
+    the lowest or highest band. The bands add up to the class's per-sample
+    FLOPs and bytes.
+    """
+    if [name for name, _, _ in small.matrix_ops] != [name for name, _, _ in large.matrix_ops]:
+        return None
+    span = large.batch_size - small.batch_size
+    bands: dict[int, list[float]] = {}
+    for (_, _, small_bytes), (_, flops, large_bytes) in zip(small.matrix_ops, large.matrix_ops):
+        per_sample_flops = flops / large.batch_size
+        per_sample_bytes = (large_bytes - small_bytes) / span
+        if per_sample_flops <= 0:
+            band = -(10**6)
+        elif per_sample_bytes <= 0:
+            band = 10**6
+        else:
+            band = math.floor(INTENSITY_BANDS_PER_OCTAVE * math.log2(per_sample_flops / per_sample_bytes))
+        totals = bands.setdefault(band, [0.0, 0.0])
+        totals[0] += per_sample_flops
+        totals[1] += per_sample_bytes
+    return [[_round(f), _round(b)] for _, (f, b) in sorted(bands.items())]
 
 
 def _interpreter() -> str:

@@ -151,6 +151,8 @@ class ResolvedJobs:
             backward_kernels=self.backward_kernels_per_step,
             matrix_kernels=self.matrix_kernels_per_step,
             winograd_flops=None if self.winograd_flops_per_sample is None else self.winograd_flops_per_sample * b,
+            band_flop_shares=self._band_shares("workload_band_flop_shares"),
+            band_byte_shares=self._band_shares("workload_band_byte_shares"),
             peak_flops_per_s=self.peak_flops_per_s,
             fp32_peak_flops_per_s=self.fp32_peak_flops_per_s,
             memory_bw_bytes_per_s=self.memory_bw_bytes_per_s,
@@ -167,6 +169,14 @@ class ResolvedJobs:
             is_tuned=self.is_tuned,
             is_compiled=self.is_compiled,
         )
+
+    def _band_shares(self, name: str) -> np.ndarray | None:
+        """A catalogue model's matrix intensity bands, per job (NaN rows for a custom model or a failed row)."""
+        if self.catalogs is None:
+            return None
+        shares = getattr(self.catalogs, name)
+        index = np.asarray(self.workload_index)
+        return np.where((index >= 0)[:, None], shares[np.maximum(index, 0)], np.nan)
 
     def collective_inputs(self) -> physics.CollectiveInputs:
         code = self.architecture_code

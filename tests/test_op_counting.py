@@ -10,7 +10,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from features.model_defs.recipe import Probe  # noqa: E402
-from features.op_counting import count_step_ops  # noqa: E402
+from features.op_counting import count_step_ops, matrix_intensity_bands  # noqa: E402
 from features.workloads import workload_catalog  # noqa: E402
 
 
@@ -116,3 +116,34 @@ def test_a_recurrent_layer_launches_once_but_runs_a_matrix_operator_per_time_ste
     assert forward.kernels < decomposed.counts["forward"].kernels
     assert forward.matrix_kernels == decomposed.counts["forward"].matrix_kernels >= 5
     assert forward.matrix_flops == decomposed.counts["forward"].matrix_flops
+
+
+def test_matrix_intensity_bands_of_one_linear_layer_by_hand():
+    """One bias-free Linear(8, 4) on inputs that need their gradient, its outputs summed: per sample, the forward,
+    the input gradient and the weight gradient each do 2 x 8 x 4 = 64 FLOPs. Beyond the batch-independent weight,
+    the forward moves 8 inputs and 4 outputs of 4 bytes (48 bytes: intensity 4/3, band 0); the backward's
+    gradient of a sum is one broadcast scalar, so each backward multiply moves only its 8 inputs or outputs
+    (32 bytes: intensity 2, band 2)."""
+    torch.manual_seed(0)
+    layer = nn.Linear(8, 4, bias=False)
+    x = torch.randn(4, 8)
+
+    def make_batch(b: int):
+        return (x[:b].clone().requires_grad_(True),)
+
+    probe = Probe(layer, make_batch, lambda m, batch: m(batch[0]).sum())
+    bands = matrix_intensity_bands(count_step_ops(probe, 2), count_step_ops(probe, 4))
+    assert bands == [[64, 48], [128, 64]]
+
+
+def test_matrix_intensity_bands_add_up_to_the_class_totals():
+    probe = _mlp_probe()
+    small, large = count_step_ops(probe, 2), count_step_ops(probe, 4)
+    bands = matrix_intensity_bands(small, large)
+    flops = sum(large.counts[p].matrix_flops for p in ("forward", "backward")) / 4
+    moved = sum(large.counts[p].matrix_bytes - small.counts[p].matrix_bytes for p in ("forward", "backward")) / 2
+    assert sum(f for f, _ in bands) == pytest.approx(flops)
+    assert sum(b for _, b in bands) == pytest.approx(moved)
+    # Bands run from low to high intensity.
+    intensities = [f / b for f, b in bands]
+    assert intensities == sorted(intensities)

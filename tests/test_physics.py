@@ -63,6 +63,53 @@ def test_op_class_roofline_hand_computed():
     assert t.total_s[0] == pytest.approx(0.022 + 8e-3 + 0.01 + 1e-3)
 
 
+def test_a_tuned_stacks_matrix_operators_each_take_their_own_roofline_hand_computed():
+    """The small job's matrix class (0.02 s of FLOPs, 0.002 s of bytes) as two bands: one holding 10% of the
+    FLOPs and 80% of the bytes (0.002 s against 0.0016 s), the other 90% and 20% (0.018 s against 0.0004 s).
+    On a vendor-tuned stack each band takes its longer term, 0.002 + 0.018 = 0.020 s, between the class's larger
+    term and its sum; a stock stack keeps the sum, 0.022 s."""
+    shares = dict(band_flop_shares=np.array([[0.1, 0.9]]), band_byte_shares=np.array([[0.8, 0.2]]))
+    tuned = dataclasses.replace(UNIT, tuned_efficiency_gain=1.0, tuned_memory_bound_fraction=1.0)
+    t = physics.device_times(_device(is_tuned=True, **shares), tuned)
+    assert t.matrix_s[0] == pytest.approx(0.020)
+    assert physics.device_times(_device(is_tuned=False, **shares), tuned).matrix_s[0] == pytest.approx(0.022)
+    # A band of low intensity: 10% of the FLOPs (0.002 s) and every byte at a twentieth of the bandwidth (0.04 s).
+    slow = physics.device_times(_device(is_tuned=True, memory_bw_bytes_per_s=5e10, sm_count=np.nan, **shares), tuned)
+    assert slow.matrix_s[0] == pytest.approx(max(0.002, 0.8 * 0.04) + max(0.018, 0.2 * 0.04))
+    # Without counted bands (NaN: a custom model) the tuned stack keeps the class's sum too.
+    none = dict(band_flop_shares=np.full((1, 2), np.nan), band_byte_shares=np.full((1, 2), np.nan))
+    assert physics.device_times(_device(is_tuned=True, **none), tuned).matrix_s[0] == pytest.approx(0.022)
+
+
+def test_every_catalogue_workload_has_its_matrix_intensity_bands_and_a_custom_model_none():
+    cat = catalog_arrays()
+    assert np.isfinite(cat.workload_band_flop_shares[:, 0]).all()
+    np.testing.assert_allclose(cat.workload_band_flop_shares.sum(axis=1), 1.0)
+    np.testing.assert_allclose(cat.workload_band_byte_shares.sum(axis=1), 1.0)
+    jobs = [
+        {"workload": {"model": "resnet50", "precision": "fp16", "batch_size_per_gpu": 32}, "cluster": {"gpu": "A100-SXM4-80GB"}},
+        {"workload": {"flops_per_sample": 1e10, "param_count": 1e7, "memory_bytes_per_sample": 1e8, "input_bytes_per_sample": 1e5,
+                      "precision": "fp16", "batch_size_per_gpu": 32}, "cluster": {"gpu": "A100-SXM4-80GB"}},
+    ]
+    d = _resolved(jobs).device_inputs()
+    assert np.isfinite(d.band_flop_shares[0]).all() and np.isnan(d.band_flop_shares[1]).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6),
+    st.floats(1e-6, 1.0),
+    st.floats(1e-6, 1.0),
+)
+def test_per_band_rooflines_lie_between_the_larger_term_and_the_sum(flops, moved, compute_s, bytes_s):
+    width = max(len(flops), len(moved))
+    f = np.pad(np.array(flops), (0, width - len(flops))) + 1e-9
+    b = np.pad(np.array(moved), (0, width - len(moved))) + 1e-9
+    t = physics.per_band_roofline_s(np.array([compute_s]), np.array([bytes_s]), (f / f.sum())[None], (b / b.sum())[None])[0]
+    assert max(compute_s, bytes_s) * (1 - 1e-9) <= t <= (compute_s + bytes_s) * (1 + 1e-9)
+
+
 def test_the_sms_limit_the_bandwidth_memory_bound_operators_reach():
     k = dataclasses.replace(UNIT, memory_bytes_per_s_per_sm=5e9)
     t = physics.device_times(_device(), k)
