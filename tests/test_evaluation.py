@@ -371,7 +371,8 @@ def test_pair_weights_count_each_pair_of_groups_as_the_square_root_of_its_pairs(
 
 
 def test_speedup_calibration_weighs_pairs_by_their_groups(testbed_dataset, monkeypatch):
-    """fit_calibrated hands the speedup table the pairs' group weights, and the step table none."""
+    """fit_calibrated hands the speedup table the pairs' group weights, and the step table the runs' (each CV
+    group as the square root of its runs, as in training)."""
     import training.train as train_module
 
     ds = testbed_dataset
@@ -385,7 +386,8 @@ def test_speedup_calibration_weighs_pairs_by_their_groups(testbed_dataset, monke
     monkeypatch.setitem(train_module.ResidualRegressor.calibrate.__globals__, "fit_table", fit_table)
     _, _, pairs, _ = train_module.fit_calibrated(ds, {"max_depth": 3, "eta": 0.2}, 20)
     step, speedup = captured["weights"]
-    assert step is None
+    np.testing.assert_allclose(step, train_module.sample_weights(ds.group))
+    assert len(np.unique(np.round(step, 12))) > 1  # the testbed's topologies hold different numbers of runs
     a, b = ds.group[pairs["a"].to_numpy()], ds.group[pairs["b"].to_numpy()]
     np.testing.assert_allclose(speedup, train_module.pair_weights(a, b))
     assert len(np.unique(np.round(speedup, 12))) > 1  # the testbed's pairs come from groups of different sizes

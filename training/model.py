@@ -93,17 +93,17 @@ class ResidualRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"X has {X.shape[1]} features; the model was fitted on {self.n_features_in_}")
         return self.booster_.inplace_predict(X)
 
-    def calibrate(self, residuals: np.ndarray, keys: Sequence[Sequence[str]], pair_residuals=None, pair_keys=None, pair_weights=None):
+    def calibrate(self, residuals: np.ndarray, keys: Sequence[Sequence[str]], pair_residuals=None, pair_keys=None, pair_weights=None, weights=None):
         """Conformal tables from out-of-fold residuals (measured minus predicted, log scale).
 
         ``keys`` holds each row's Mondrian bin chain, finest first. Optional
         ``pair_residuals``/``pair_keys`` calibrate the log speedup of pairs of
         runs directly (not as a ratio of two intervals), weighted by
-        ``pair_weights`` where given.
+        ``pair_weights`` where given; ``weights`` weigh the step-time residuals likewise.
         """
         if not hasattr(self, "booster_"):
             raise ProtocolError("calibrate() needs a fitted model: call fit() first")
-        self.calibration_ = fit_table(residuals, keys)
+        self.calibration_ = fit_table(residuals, keys, weights)
         self.speedup_calibration_ = fit_table(pair_residuals, pair_keys, pair_weights) if pair_residuals is not None and len(pair_residuals) else None
         return self
 

@@ -40,7 +40,8 @@ analytical ({meta['baseline']}) step time. Prediction = analytical x exp(residua
 The residual is monotone where physics fixes the sign (`features/build.py`, MONOTONE_SIGNS):
 more bandwidth, NICs, peak FLOP/s or memory bandwidth never predict a slower step.
 Intervals are split-conformal (CV+ style, from out-of-fold residuals grouped by GPU type,
-MLPerf benchmark or testbed topology), Mondrian by architecture and network tier; speedup intervals
+MLPerf benchmark or testbed topology), Mondrian by architecture and network tier, each group's
+runs counting as the square root of their number (as training weighs runs); speedup intervals
 calibrate the log ratio of measured pairs of runs, Mondrian by kind of what-if, each pair weighted so
 that a pair of CV groups counts as the square root of its number of pairs (as training weighs runs).
 A speedup is the physics' times the share of the correction's change that out-of-fold pairs

@@ -7,7 +7,8 @@
    out-of-fold prediction from a model that never saw its group (GPU type,
    MLPerf benchmark or testbed topology). Their residuals calibrate the step-time intervals,
    Mondrian by architecture and network tier (runs outside their fold's training data
-   in the pooled bin only); the residuals of pairs of runs
+   in the pooled bin only), each run weighted as training weighs it (its group counting as
+   the square root of its runs); the residuals of pairs of runs
    calibrate the log speedup, Mondrian by kind of what-if (CV+ style), each pair
    weighted as training weighs runs: its groups count as the square root of their pairs.
 4. Fit the final model on every run and save the artefact.
@@ -105,6 +106,7 @@ def fit_calibrated(
         pair_residuals=pair_residuals,
         pair_keys=pair_bin_keys(kinds),
         pair_weights=pair_weights(group_a, group_b),
+        weights=sample_weights(ds.group),
     )
     model.pair_shares_ = shares
     return model, oof_log_step, pairs, folds
