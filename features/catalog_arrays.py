@@ -64,6 +64,10 @@ class CatalogArrays:
     workload_pass_kernels: np.ndarray
     workload_matrix_kernels: np.ndarray
     workload_winograd_share: np.ndarray  # Winograd-eligible FLOPs over matrix FLOPs
+    #: Matrix multiplies with a model dimension no multiple of 8, over matrix FLOPs (features.op_counting).
+    workload_unaligned_gemm_share: np.ndarray
+    #: The tensor cores' generation (1 Volta, 2 Turing, 3 Ampere ...; 0 none; NaN where the catalogue has none).
+    device_tensor_core_generation: np.ndarray
     workload_gradients: list  # (elements in backward order, ready fractions) or None
     #: Matrix operators by band of arithmetic intensity (features.op_counting): each band's share of the
     #: workload's matrix FLOPs and of its matrix bytes, [workload, band], zero-padded; NaN rows where not counted.
@@ -124,6 +128,7 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         bound_share = np.where(counted_bytes > 0, op_array("memory_bound_bytes_per_sample_fp32") / counted_bytes, 1.0)
         matrix_flops = op_array("matrix_flops_per_sample")
         winograd_share = np.where(matrix_flops > 0, op_array("winograd_flops_per_sample") / matrix_flops, 0.0)
+        unaligned_share = np.where(matrix_flops > 0, op_array("unaligned_gemm_flops_per_sample") / matrix_flops, 0.0)
     gradients = [
         (o["gradient_elements_backward_order"], o["gradient_ready_fraction"])
         if o.get("gradient_elements_backward_order") else None
@@ -177,6 +182,10 @@ def _build_catalog_arrays(hardware: HardwareCatalog, workloads: WorkloadCatalog)
         workload_pass_kernels=op_array("kernels_forward") + op_array("kernels_backward"),
         workload_matrix_kernels=op_array("matrix_kernels"),
         workload_winograd_share=winograd_share,
+        workload_unaligned_gemm_share=np.nan_to_num(unaligned_share),
+        device_tensor_core_generation=np.array(
+            [mechanisms[d.name].tensor_core_generation if d.name in mechanisms else np.nan for d in devices], float
+        ),
         workload_gradients=gradients,
         workload_band_flop_shares=band_flop_shares,
         workload_band_byte_shares=band_byte_shares,

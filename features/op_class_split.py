@@ -36,8 +36,9 @@ def op_classes(
     split (ratios of its op classes to its totals) is applied to the job's
     totals, so a job that overrides ``flops_per_sample`` scales its classes;
     a custom model gets the documented default split (features/workloads.py).
-    Winograd-eligible FLOPs keep the catalogue model's share of the matrix
-    FLOPs (none for a custom model). Where ``per_tensor_optimizer`` (jobs on
+    Winograd-eligible FLOPs, and those of matrix multiplies with a model
+    dimension no multiple of 8, keep the catalogue model's share of the
+    matrix FLOPs (none for a custom model). Where ``per_tensor_optimizer`` (jobs on
     a CPU, where PyTorch's optimizers default to one kernel per tensor), a
     catalogue model's step counts its per-tensor optimizer kernels instead
     of the multi-tensor ``foreach`` ones. A step of ``passes`` forward and
@@ -78,4 +79,5 @@ def op_classes(
         "backward_kernels_per_step": catalogue_or(cat.workload_backward_kernels, DEFAULT_KERNELS_BACKWARD) * kernel_scale,
         "matrix_kernels_per_step": catalogue_or(cat.workload_matrix_kernels, DEFAULT_MATRIX_KERNELS) * passes * kernel_scale,
         "winograd_flops_per_sample": matrix_flops * catalogue_or(cat.workload_winograd_share, 0.0),
+        "unaligned_gemm_flops_per_sample": matrix_flops * catalogue_or(cat.workload_unaligned_gemm_share, 0.0),
     }

@@ -111,7 +111,8 @@ class OpClassMode(TorchDispatchMode):
 
     phase: str = "forward"
     counts: dict = field(default_factory=lambda: {p: PhaseCount() for p in PHASES})
-    #: Every matrix operator of the forward and backward passes, in order: (name, FLOPs, bytes).
+    #: Every matrix operator of the forward and backward passes, in order: (name, FLOPs, bytes, GEMM shape),
+    #: the shape ``(m, n, k)`` of a cuBLAS matrix multiply (:func:`gemm_shape`), else None.
     matrix_ops: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -138,11 +139,25 @@ class OpClassMode(TorchDispatchMode):
             count.matrix_bytes += n_bytes
             count.matrix_kernels += 1
             if self.phase != "optimizer":
-                self.matrix_ops.append((packet.__name__, flops, n_bytes))
+                self.matrix_ops.append((packet.__name__, flops, n_bytes, gemm_shape(packet, args)))
         else:
             count.other_flops += sum(t.numel() for t in outputs)
             count.memory_bound_bytes += n_bytes
         return out
+
+
+#: Matrix multiplies that PyTorch hands to cuBLAS (batched or not, with or without the added term), and the
+#: positions of their two factors among the operator's arguments.
+_GEMM_FACTORS = {aten.mm: (0, 1), aten.bmm: (0, 1), aten.addmm: (1, 2), aten.baddbmm: (1, 2)}
+
+
+def gemm_shape(packet, args) -> tuple[int, int, int] | None:
+    """``(m, n, k)`` of a matrix multiply ``[m, k] x [k, n]`` (per batch entry of a batched one); None for any
+    other operator (convolutions, attention)."""
+    if packet not in _GEMM_FACTORS:
+        return None
+    first, second = (args[i] for i in _GEMM_FACTORS[packet])
+    return int(first.shape[-2]), int(second.shape[-1]), int(first.shape[-1])
 
 
 def winograd_eligible(packet, args) -> bool:
@@ -177,7 +192,7 @@ class StepOps:
     optimizer_foreach: PhaseCount
     gradient_elements: tuple[int, ...]
     gradient_ready_fraction: tuple[float, ...]
-    matrix_ops: tuple[tuple[str, float, float], ...] = ()
+    matrix_ops: tuple[tuple[str, float, float, tuple[int, int, int] | None], ...] = ()
 
 
 def _optimizer_step_counts(params: list[torch.nn.Parameter], foreach: bool) -> PhaseCount:
@@ -280,6 +295,7 @@ def op_classes_entry(recipe: Recipe, small: StepOps, large: StepOps, described: 
         "gradient_elements_backward_order": list(large.gradient_elements),
         "gradient_ready_fraction": [round(f, 4) for f in large.gradient_ready_fraction],
         "matrix_intensity_bands": matrix_intensity_bands(small, large),
+        "unaligned_gemm_flops_per_sample": unaligned_gemm_flops(small, large),
         "provenance": "counted",
         "source": (
             f"features.op_counting (TorchDispatchMode over aten operators, forward+backward+SGD-momentum step); "
@@ -309,11 +325,11 @@ def matrix_intensity_bands(small: StepOps, large: StepOps) -> list[list[float | 
     the lowest or highest band. The bands add up to the class's per-sample
     FLOPs and bytes.
     """
-    if [name for name, _, _ in small.matrix_ops] != [name for name, _, _ in large.matrix_ops]:
+    if not _same_operators(small, large):
         return None
     span = large.batch_size - small.batch_size
     bands: dict[int, list[float]] = {}
-    for (_, _, small_bytes), (_, flops, large_bytes) in zip(small.matrix_ops, large.matrix_ops):
+    for (_, _, small_bytes, _), (_, flops, large_bytes, _) in zip(small.matrix_ops, large.matrix_ops):
         per_sample_flops = flops / large.batch_size
         per_sample_bytes = (large_bytes - small_bytes) / span
         if per_sample_flops <= 0:
@@ -326,6 +342,39 @@ def matrix_intensity_bands(small: StepOps, large: StepOps) -> list[list[float | 
         totals[0] += per_sample_flops
         totals[1] += per_sample_bytes
     return [[_round(f), _round(b)] for _, (f, b) in sorted(bands.items())]
+
+
+def _same_operators(small: StepOps, large: StepOps) -> bool:
+    """Whether the two passes ran the same matrix operators in the same order (so they pair by position)."""
+    return [op[0] for op in small.matrix_ops] == [op[0] for op in large.matrix_ops]
+
+
+#: cuBLAS before 11.0 runs a half-precision matrix multiply on tensor cores only where m, n and k are
+#: multiples of this (NVIDIA, Matrix Multiplication Background User's Guide, "Tensor Core Requirements").
+TENSOR_CORE_ALIGNMENT = 8
+
+
+def unaligned_gemm_flops(small: StepOps, large: StepOps) -> float | None:
+    """Per-sample FLOPs of the matrix multiplies that a dimension of the model makes unaligned for tensor cores.
+
+    A multiply counts where a dimension that is the same at both batch sizes
+    (a layer's width, a vocabulary: the model's own) is no multiple of
+    :data:`TENSOR_CORE_ALIGNMENT`; a dimension that grows with the batch (the
+    tokens of a batch, or a weight gradient's reduction over them) is the
+    job's, not the model's, and is not judged. Convolutions are not counted
+    (cuDNN has used tensor cores for any channel count since 7.6.3, August
+    2019). None where the two passes ran different operators.
+    """
+    if not _same_operators(small, large):
+        return None
+    total = 0.0
+    for (_, _, _, small_shape), (_, flops, _, large_shape) in zip(small.matrix_ops, large.matrix_ops):
+        if large_shape is None or small_shape is None:
+            continue
+        fixed = [a for a, b in zip(small_shape, large_shape) if a == b]
+        if any(d % TENSOR_CORE_ALIGNMENT for d in fixed):
+            total += flops / large.batch_size
+    return _round(total)
 
 
 def _interpreter() -> str:

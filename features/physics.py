@@ -18,7 +18,13 @@ One training step of one GPU:
     frameworks' autotuners pick for those shapes at FP32, compute them with
     2.25x (F(2x2,3x3)) to 4x (F(4x4,3x3)) fewer multiplies (Lavin & Gray
     2016, arXiv:1509.09308), less their transforms' cost. On tensor cores
-    the implicit-GEMM kernels are faster and no credit is given.
+    the implicit-GEMM kernels are faster and no credit is given. A release
+    before cuBLAS 11 on Volta or Turing runs a half-precision matrix multiply
+    on tensor cores only where its dimensions are multiples of 8
+    (:func:`needs_tensor_core_alignment`): multiplies with a model width that
+    is not (counted apart: Transformer-XL's 267,735-word output layer, most of
+    its FLOPs) run on the FP32 path at its attainable rate; nothing is fitted
+    for it.
     The sum over operators of each one's own roofline lies between the
     larger of the class's two terms and their sum (operators differ in
     intensity). On a vendor-tuned stack each band of arithmetic intensity
@@ -349,6 +355,9 @@ class DeviceInputs:
     #: Forward and backward passes per step (gradient accumulation; None: 1): the host's per-step work
     #: repeats per pass, and the gradient exchange overlaps the last pass's backward only.
     passes: np.ndarray | None = None
+    #: Matrix FLOPs that a precision on tensor cores still runs on the FP32 path: multiplies whose cuBLAS
+    #: needs dimensions in multiples of 8 that the model does not have (None: none).
+    untensored_matrix_flops: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -365,6 +374,28 @@ class DeviceTimes:
     @property
     def total_s(self) -> np.ndarray:
         return self.operators_s + self.launch_s + self.host_s
+
+
+#: The first software release year counted as shipping cuBLAS 11 (CUDA 11.0, NGC containers from 20.06) for
+#: Volta and Turing: a release of 2020 or before is taken for cuBLAS 10 there (Lambda's first suite ran NGC
+#: 20.01); Ampere and later need CUDA 11 to run at all.
+CUBLAS_11_YEAR = 2021
+#: Tensor-core generations whose jobs may run cuBLAS before 11: Volta (1) and Turing (2).
+PRE_CUDA_11_TENSOR_CORES = (1, 2)
+
+
+def needs_tensor_core_alignment(software_year, tensor_core_generation, tuned) -> np.ndarray:
+    """Jobs whose cuBLAS runs a half-precision multiply on tensor cores only where m, n and k are multiples of 8.
+
+    cuBLAS before 11.0 does (NVIDIA, Matrix Multiplication Background User's
+    Guide, "Tensor Core Requirements"; from 11.0 any size runs on them): a
+    release before :data:`CUBLAS_11_YEAR` on Volta or Turing. A vendor-tuned
+    stack pads its models' widths (NVIDIA's MLPerf BERT its vocabulary to
+    30,528), so its jobs never need it.
+    """
+    generation = np.asarray(tensor_core_generation, float)
+    old = np.asarray(software_year, float) < CUBLAS_11_YEAR
+    return old & np.isin(generation, PRE_CUDA_11_TENSOR_CORES) & ~np.asarray(tuned, bool)
 
 
 def per_band_roofline_s(compute_s, bytes_s, flop_shares, byte_shares) -> np.ndarray:
@@ -423,9 +454,18 @@ def device_times(d: DeviceInputs, k: PhysicsConstants) -> DeviceTimes:
     # The operator-size curve slows the attainable rate (never past the peak itself): the same as
     # matrix FLOPs / (eta x s / (s + s_half) x peak), capped at the peak.
     sized = matrix_flops + kept * operator_size_flops(d.matrix_flops, d.matrix_kernels, d.sm_count, k.half_efficiency_flops_per_sm)
+    # Multiplies the job's cuBLAS keeps off the tensor cores run at the attainable FP32 rate (their FP32 accumulation).
+    off = 0.0
+    if d.untensored_matrix_flops is not None:
+        off = np.where(gpu & np.asarray(d.uses_tensor_cores, bool), np.nan_to_num(d.untensored_matrix_flops), 0.0)
+    eta_fp32 = np.minimum(k.matrix_efficiency_fp32 * gain, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        matrix_compute_s = np.where(gpu, np.maximum(sized / (eta_matrix * d.peak_flops_per_s), matrix_flops / d.peak_flops_per_s),
-                                    matrix_flops / d.peak_flops_per_s)
+        matrix_compute_s = np.where(
+            gpu,
+            np.maximum((sized - off) / (eta_matrix * d.peak_flops_per_s), (matrix_flops - off) / d.peak_flops_per_s)
+            + off / (eta_fp32 * d.fp32_peak_flops_per_s),
+            matrix_flops / d.peak_flops_per_s,
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         matrix_bytes_s = d.matrix_bytes / memory_bw
         matrix_s = matrix_compute_s + matrix_bytes_s

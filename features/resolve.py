@@ -16,7 +16,7 @@ from features import analytical, physics
 from features.analytical import ARCHITECTURE_CODES, BreakdownArrays, communication_s
 from features.catalog_arrays import CatalogArrays, catalog_arrays
 from features.errors import UnknownNameError
-from features.fields import FRAMEWORKS, MIXED_PRECISION_MODES, PRECISIONS, SOFTWARE_STACKS
+from features.fields import DEFAULT_SOFTWARE_YEAR, FRAMEWORKS, MIXED_PRECISION_MODES, PRECISIONS, SOFTWARE_STACKS
 from features.mechanisms import PhysicsConstants, physics_constants
 from features.op_class_split import first_given, op_classes
 from features.rules import check_links, check_not_layout, check_parallelism, check_passes, check_workload
@@ -69,6 +69,11 @@ class ResolvedJobs:
     backward_kernels_per_step: np.ndarray | None = None
     matrix_kernels_per_step: np.ndarray | None = None
     winograd_flops_per_sample: np.ndarray | None = None
+    #: Matrix FLOPs per sample of multiplies with a dimension of the model no multiple of 8 (features.op_counting).
+    unaligned_gemm_flops_per_sample: np.ndarray | None = None
+    #: The job's cuBLAS puts a half-precision multiply on tensor cores only where its dimensions are multiples
+    #: of 8 (physics.needs_tensor_core_alignment: a release before cuBLAS 11 on Volta or Turing).
+    tensor_cores_need_alignment: np.ndarray | None = None
     sm_count: np.ndarray | None = None
     #: CPU devices: the job's ranks (the processes that compute) per core they share; NaN elsewhere.
     processes_per_core: np.ndarray | None = None
@@ -151,6 +156,10 @@ class ResolvedJobs:
             backward_kernels=self.backward_kernels_per_step,
             matrix_kernels=self.matrix_kernels_per_step,
             winograd_flops=None if self.winograd_flops_per_sample is None else self.winograd_flops_per_sample * b,
+            untensored_matrix_flops=(
+                None if self.tensor_cores_need_alignment is None or self.unaligned_gemm_flops_per_sample is None
+                else np.where(self.tensor_cores_need_alignment, self.unaligned_gemm_flops_per_sample * b, 0.0)
+            ),
             band_flop_shares=self._band_shares("workload_band_flop_shares"),
             band_byte_shares=self._band_shares("workload_band_byte_shares"),
             peak_flops_per_s=self.peak_flops_per_s,
@@ -468,6 +477,11 @@ def resolve(table: JobTable, catalogs: CatalogArrays | None = None) -> ResolvedJ
         network_call_latency_s=masked(cat.link_call_latency_s[safe_network]),
         is_tuned=np.where(ok, stack == SOFTWARE_STACKS.index("tuned"), False),
         is_compiled=np.where(ok, stack == SOFTWARE_STACKS.index("compiled"), False),
+        tensor_cores_need_alignment=ok & physics.needs_tensor_core_alignment(
+            np.nan_to_num(np.asarray(cols["software_year"], float), nan=DEFAULT_SOFTWARE_YEAR),
+            cat.device_tensor_core_generation[safe_device],
+            stack == SOFTWARE_STACKS.index("tuned"),
+        ),
         software_stack_index=np.where(ok, stack, -1),
         half_model=np.where(ok, half_model, False),
         uses_tensor_cores=np.where(ok, precision_peak > fp32_peak, False),

@@ -43,6 +43,7 @@ OP_CLASS_FIELDS = (
     "kernels_optimizer_per_tensor",
     "kernels_optimizer_foreach",
     "winograd_flops_per_sample",
+    "unaligned_gemm_flops_per_sample",
 )
 
 #: The default split, for a workload that was not counted operator by operator
@@ -55,7 +56,7 @@ OP_CLASS_FIELDS = (
 #: ``DEFAULT_MEMORY_BOUND_BYTE_SHARE`` of the DRAM traffic is memory-bound
 #: operators'; a step launches the median kernel counts; and no matrix FLOPs
 #: are taken as Winograd-eligible (no credit for what the definition does not
-#: show).
+#: show), nor as multiplies of widths that old cuBLAS keeps off the tensor cores.
 DEFAULT_MEMORY_BOUND_BYTE_SHARE = 0.73
 DEFAULT_BYTES_PER_OTHER_FLOP = 10.3
 DEFAULT_KERNELS_FORWARD = 365
@@ -105,6 +106,7 @@ def default_op_classes(flops_per_sample: float, memory_bytes_per_sample_fp32: fl
         "kernels_optimizer_per_tensor": None,
         "kernels_optimizer_foreach": DEFAULT_KERNELS_OPTIMIZER_FOREACH,
         "winograd_flops_per_sample": 0.0,
+        "unaligned_gemm_flops_per_sample": 0.0,
     }
 
 

@@ -10,7 +10,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from features.model_defs.recipe import Probe  # noqa: E402
-from features.op_counting import count_step_ops, matrix_intensity_bands  # noqa: E402
+from features.op_counting import count_step_ops, gemm_shape, matrix_intensity_bands, unaligned_gemm_flops  # noqa: E402
 from features.workloads import workload_catalog  # noqa: E402
 
 
@@ -134,6 +134,25 @@ def test_matrix_intensity_bands_of_one_linear_layer_by_hand():
     probe = Probe(layer, make_batch, lambda m, batch: m(batch[0]).sum())
     bands = matrix_intensity_bands(count_step_ops(probe, 2), count_step_ops(probe, 4))
     assert bands == [[64, 48], [128, 64]]
+
+
+def test_unaligned_gemm_flops_of_a_ten_wide_output_layer_by_hand():
+    """Linear(16, 24) then Linear(24, 10), inputs without gradient. The first layer's multiplies have the
+    model's dimensions 16 and 24 (multiples of 8); the second's forward ([b, 24] x [24, 10]), input gradient
+    ([b, 10] x [10, 24]) and weight gradient ([10, b] x [b, 24]) each carry the width 10: 3 x 2 x 10 x 24 = 1,440
+    FLOPs per sample. The batch b changes between the two passes and is not judged."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 24), nn.ReLU(), nn.Linear(24, 10))
+    x = torch.randn(4, 16)
+    probe = Probe(model, lambda b: (x[:b],), lambda m, batch: m(batch[0]).sum())
+    small, large = count_step_ops(probe, 2), count_step_ops(probe, 4)
+    assert unaligned_gemm_flops(small, large) == 1440
+    shapes = [op[3] for op in large.matrix_ops]
+    assert (4, 10, 24) in shapes and (4, 24, 10) in shapes and (10, 24, 4) in shapes
+    # Every matrix multiply of an all-aligned model is aligned; a convolution has no GEMM shape.
+    aligned = Probe(nn.Linear(16, 24), lambda b: (x[:b],), lambda m, batch: m(batch[0]).sum())
+    assert unaligned_gemm_flops(count_step_ops(aligned, 2), count_step_ops(aligned, 4)) == 0
+    assert gemm_shape(torch.ops.aten.convolution.default.overloadpacket, ()) is None
 
 
 def test_matrix_intensity_bands_add_up_to_the_class_totals():

@@ -215,6 +215,65 @@ def test_winograd_eligible_convolutions_run_faster_on_the_fp32_path_only():
     assert physics.device_times(_device(**fp32), UNIT).matrix_s[0] == pytest.approx(0.127)
 
 
+def test_multiplies_old_cublas_keeps_off_the_tensor_cores_run_on_the_fp32_path_hand_computed():
+    """4e11 of the 1e12 matrix FLOPs off the tensor cores: (6e11 / (0.5 x 100e12)) + 4e11 / (0.8 x 10e12) + 1e9 / 5e11."""
+    t = physics.device_times(_device(untensored_matrix_flops=4e11), UNIT)
+    assert t.matrix_s[0] == pytest.approx(0.012 + 0.05 + 0.002)
+    # Nothing moves on the FP32 path already, or on a CPU host; none off: the tensor-core time.
+    fp32 = dict(uses_tensor_cores=False, peak_flops_per_s=10e12)
+    assert physics.device_times(_device(untensored_matrix_flops=4e11, **fp32), UNIT).matrix_s[0] == pytest.approx(
+        physics.device_times(_device(**fp32), UNIT).matrix_s[0]
+    )
+    cpu = dict(is_gpu=False)
+    assert physics.device_times(_device(untensored_matrix_flops=4e11, **cpu), UNIT).matrix_s[0] == pytest.approx(
+        physics.device_times(_device(**cpu), UNIT).matrix_s[0]
+    )
+    assert physics.device_times(_device(untensored_matrix_flops=0.0), UNIT).matrix_s[0] == pytest.approx(0.022)
+
+
+@pytest.mark.parametrize(
+    ("year", "generation", "tuned", "needs"),
+    [
+        (2020, 1, False, True),  # Volta, a 2020 release: cuBLAS 10 taken
+        (2019, 2, False, True),  # Turing
+        (2021, 1, False, False),  # cuBLAS 11
+        (2020, 3, False, False),  # Ampere needs CUDA 11 to run at all
+        (2018, 0, False, False),  # no tensor cores: nothing to keep off them
+        (2020, 1, True, False),  # a vendor-tuned stack pads its widths
+        (2020, np.nan, False, False),  # a GPU without mechanism figures, or a CPU host
+    ],
+)
+def test_which_jobs_need_multiplies_in_multiples_of_8_for_tensor_cores(year, generation, tuned, needs):
+    assert bool(physics.needs_tensor_core_alignment(np.array([year]), np.array([generation]), np.array([tuned]))[0]) is needs
+
+
+def test_a_full_softmax_transformer_xl_at_fp16_on_a_2020_v100_runs_its_output_layer_off_the_tensor_cores():
+    """Lambda's first suite (NGC 20.01) ran Transformer-XL with its full 267,735-word softmax: on a V100 that
+    layer's multiplies missed the tensor cores; on an A100, in 2022, or at FP32 nothing changes."""
+    model = "transformer-xl-base-full-softmax"
+    counted = workload_catalog().get(model).op_classes
+    share = counted["unaligned_gemm_flops_per_sample"] / counted["matrix_flops_per_sample"]
+    assert 0.5 < share < 0.9  # 2 x 512 x 267,735 FLOPs a token forward, against a 16-layer body
+    jobs = [
+        {"workload": {"model": model, "precision": precision, "batch_size_per_gpu": 16, "software_year": year}, "cluster": {"gpu": gpu}}
+        for gpu, precision, year in (("V100-SXM2-16GB", "fp16", 2020), ("V100-SXM2-16GB", "fp16", 2022),
+                                     ("A100-SXM4-40GB", "fp16", 2020), ("V100-SXM2-16GB", "fp32", 2020))
+    ]
+    r = _resolved(jobs)
+    d = r.device_inputs()
+    np.testing.assert_allclose(d.untensored_matrix_flops, [share * d.matrix_flops[0], 0.0, 0.0, share * d.matrix_flops[3]], rtol=1e-9)
+    times = physics.device_times(d, physics_constants()).matrix_s
+    # Off the tensor cores the V100's 2020 step is slower than its 2022 one; an FP32 job was on that path already.
+    assert times[0] > 1.5 * times[1]
+    without = physics.device_times(dataclasses.replace(d, untensored_matrix_flops=None), physics_constants()).matrix_s
+    assert times[3] == pytest.approx(without[3]) and times[2] == pytest.approx(without[2])
+    # A custom model shows no such widths: none of its FLOPs move.
+    custom = _resolved([{"workload": {"flops_per_sample": 1e10, "param_count": 1e7, "memory_bytes_per_sample": 1e8,
+                                      "input_bytes_per_sample": 1e5, "precision": "fp16", "batch_size_per_gpu": 32,
+                                      "software_year": 2019}, "cluster": {"gpu": "V100-SXM2-16GB"}}])
+    assert custom.device_inputs().untensored_matrix_flops[0] == 0.0
+
+
 def test_a_job_keeps_its_models_winograd_share_and_a_custom_model_gets_none():
     jobs = [
         {"workload": {"model": "resnet50", "precision": "fp32", "batch_size_per_gpu": 32}, "cluster": {"gpu": "V100-SXM2-16GB"}},
