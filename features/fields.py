@@ -80,7 +80,9 @@ FIELDS: tuple[Field, ...] = (
           default="stock", allowed=SOFTWARE_STACKS),
     Field("workload", "software_year", "int",
           "Release year of the framework build or container the job runs (NGC PyTorch 22.09 -> 2022): kernel libraries get "
-          f"faster release by release, and the learned correction reads it; default {DEFAULT_SOFTWARE_YEAR}, the newest "
+          "faster release by release, and the learned correction reads it; the physics keeps multiplies of model widths "
+          "no multiple of 8 off Volta's and Turing's tensor cores before 2021 (cuBLAS before 11); default "
+          f"{DEFAULT_SOFTWARE_YEAR}, the newest "
           "release among the measured runs.",
           default=DEFAULT_SOFTWARE_YEAR, lower=2012.0, upper=2100.0),
     Field("workload", "mixed_precision", "str",
